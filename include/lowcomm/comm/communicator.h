@@ -1,0 +1,106 @@
+// Communicator: collectives written by us over Gloo's point-to-point (unbound) buffers.
+//
+// Contract:
+// - Collectives are called by every rank of the communicator in the same order with matching
+//   arguments (op, count, dtype, root). With `debug_check`, a fingerprint exchange before each
+//   collective turns a mismatch into MismatchError naming the ranks instead of a hang or garbage.
+// - Every operation finishes within `timeout` or throws: TimeoutError/PeerError name the peer
+//   rank that was being waited for; a peer that died gives PeerError.
+// - Buffers are plain memory (pointer + element count + dtype); f16/bf16 are reduced in f32
+//   (each addition computed in f32, rounded once per step).
+// - Results of allreduce are identical on every rank. With `deterministic`, they are also
+//   independent of algorithm and timing: every element is summed in rank order 0..n-1.
+// - One thread at a time per Communicator. Communicators made by split() are independent and
+//   may be used from other threads.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lowcomm/comm/dtype.h"
+#include "lowcomm/comm/traffic.h"
+#include "lowcomm/net/store.h"
+#include "lowcomm/net/transport.h"
+
+namespace lowcomm::comm {
+
+enum class Algo : uint8_t { automatic, ring, halving_doubling, hierarchical, ordered, tree, pairwise };
+const char* algoName(Algo a);
+Algo parseAlgo(const std::string& s);  // "auto", "ring", "hd", "hier", "ordered", ...
+
+struct CommOptions {
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // every operation
+  std::chrono::milliseconds connect_timeout{0};  // rendezvous and split(); 0 = `timeout`
+  bool deterministic = false;   // allreduce always uses the rank-ordered algorithm
+  bool debug_check = false;     // fingerprint exchange before every collective
+  Algo allreduce_algo = Algo::automatic;
+  size_t segment_bytes = 1 << 20;  // pipelining granularity of ring/tree algorithms
+  int group_size = 0;  // hierarchical: ranks per group (a node); 0 = LOCAL_WORLD_SIZE passed in
+};
+
+class Link;
+
+class Communicator {
+ public:
+  // Rendezvous over `store` and connect a full mesh. Collective across `size` ranks.
+  static std::shared_ptr<Communicator> create(std::shared_ptr<net::Store> store, int rank, int size,
+                                              const CommOptions& opts = {},
+                                              const net::TransportOptions& transport = {});
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const CommOptions& options() const { return opts_; }
+  void setOptions(const CommOptions& opts) { opts_ = opts; }
+
+  // In place: buf holds count elements on every rank.
+  void allreduce(void* buf, size_t count, DType dt, ReduceOp op, Algo algo = Algo::automatic);
+  void broadcast(void* buf, size_t count, DType dt, int root);
+  // recv holds size()*count elements, rank i's block at i*count.
+  void allgather(const void* send, void* recv, size_t count, DType dt);
+  // recv holds sum(counts) elements, rank i's block after those of ranks < i.
+  // counts[rank()] must equal send_count.
+  void allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts, DType dt);
+  // send holds size()*recv_count elements; rank i receives the reduction of block i.
+  void reduceScatter(const void* send, void* recv, size_t recv_count, DType dt, ReduceOp op);
+  // send and recv hold size()*count elements; block j of send goes to rank j.
+  void alltoall(const void* send, void* recv, size_t count, DType dt);
+  void barrier();
+  // Point-to-point; tag distinguishes messages between the same pair. send() returns once the
+  // receiver has posted the matching recv (rendezvous, like MPI_Ssend): order calls to avoid cycles.
+  void send(const void* buf, size_t bytes, int dst, uint32_t tag = 0);
+  void recv(void* buf, size_t bytes, int src, uint32_t tag = 0);
+
+  // Collective: ranks with the same color form a new communicator, ordered by (key, rank).
+  // color < 0 returns nullptr. The child shares this communicator's traffic meter.
+  std::shared_ptr<Communicator> split(int color, int key);
+
+  // Phase label for the traffic meter (e.g. "grad", "sync").
+  void setPhase(const std::string& phase);
+  const std::string& phase() const;
+  TrafficMeter& meter() { return *meter_; }
+  std::shared_ptr<TrafficMeter> sharedMeter() const { return meter_; }
+
+  // The algorithm allreduce would use for this many bytes (after options and forcing).
+  Algo chooseAllreduce(size_t bytes, Algo forced = Algo::automatic) const;
+
+ private:
+  Communicator(std::shared_ptr<net::Store> store, std::string prefix, int rank, int size, CommOptions opts,
+               std::shared_ptr<TrafficMeter> meter, std::unique_ptr<Link> link);
+  void checkFingerprint(const char* op, size_t count, DType dt, int extra);
+
+  std::shared_ptr<net::Store> store_;
+  std::string prefix_;
+  int rank_;
+  int size_;
+  CommOptions opts_;
+  std::shared_ptr<TrafficMeter> meter_;
+  std::unique_ptr<Link> link_;
+  uint64_t splits_ = 0;
+  std::string phase_;
+};
+
+}  // namespace lowcomm::comm

@@ -1,0 +1,48 @@
+// Local multi-process launcher, torchrun-style.
+//
+// Contract: starts `nproc` copies of `command` with RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT set (plus `extra_env`). Each worker's stdout and
+// stderr lines are prefixed with "[rank N] " (ranks != 0 silenced with `quiet_nonzero`).
+// Fail fast: the first worker to exit non-zero or die from a signal makes the launcher print
+// one line naming the rank and its exit status or signal, stop the others (SIGTERM, then
+// SIGKILL after `grace`), and return non-zero. SIGINT/SIGTERM (and SIGHUP/SIGQUIT, as torchrun)
+// sent to the launcher are forwarded to every worker, which then get `grace` before SIGKILL.
+//
+// Each worker runs in its own process group (so signals reach the whole tree it starts) with
+// stdin from /dev/null (a background group reading the terminal would be stopped). extra_env
+// may not set the six variables above. Only one launch() may run at a time in a process: the
+// signal forwarding needs process-wide handlers for those signals, installed for the call.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace lowcomm::launch {
+
+struct LaunchOptions {
+  int nproc = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: pick a free port
+  bool quiet_nonzero = false;
+  std::vector<std::string> command;
+  std::map<std::string, std::string> extra_env;
+  std::chrono::milliseconds grace{std::chrono::seconds(5)};
+  // Where workers' prefixed stdout / stderr lines go; nullptr: std::cout / std::cerr.
+  // Each line is written and flushed whole, so lines of different ranks never interleave.
+  std::ostream* out = nullptr;
+  std::ostream* err = nullptr;
+};
+
+// Runs the workers to completion. Returns 0 when all exited 0; otherwise the failing worker's
+// exit code (128+signal when killed), never 0; 128+signal when the launcher itself got
+// SIGINT/SIGTERM first. Throws ConfigError on bad options, including a command that cannot be
+// executed (not found, not executable); no worker is left running when it throws.
+int launch(const LaunchOptions& opts, std::ostream& log);
+
+// A TCP port that was free on `addr` a moment ago.
+int findFreePort(const std::string& addr);
+
+}  // namespace lowcomm::launch

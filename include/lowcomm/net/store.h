@@ -1,0 +1,64 @@
+// Key-value store used for rendezvous (like c10d::Store, minus what we do not need).
+//
+// Implementations: MemoryStore (ranks as threads in one process), PrefixStore (namespacing),
+// and the c10d::TCPStore adapter in lowcomm/runtime/tcp_store.h (ranks as processes).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace lowcomm::net {
+
+using Bytes = std::vector<uint8_t>;
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  virtual void set(const std::string& key, const Bytes& value) = 0;
+  // Blocks until `key` exists; throws TimeoutError naming the key after `timeout`.
+  virtual Bytes get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  // True when `key` exists; never blocks.
+  virtual bool check(const std::string& key) = 0;
+  // Atomically adds `delta` to the integer at `key` (0 when absent); returns the new value.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+};
+
+class MemoryStore : public Store {
+ public:
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
+  bool check(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Bytes> data_;
+};
+
+class PrefixStore : public Store {
+ public:
+  PrefixStore(std::shared_ptr<Store> base, std::string prefix)
+      : base_(std::move(base)), prefix_(std::move(prefix) + "/") {}
+  void set(const std::string& key, const Bytes& value) override { base_->set(prefix_ + key, value); }
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
+    return base_->get(prefix_ + key, timeout);
+  }
+  bool check(const std::string& key) override { return base_->check(prefix_ + key); }
+  int64_t add(const std::string& key, int64_t delta) override { return base_->add(prefix_ + key, delta); }
+
+ private:
+  std::shared_ptr<Store> base_;
+  std::string prefix_;
+};
+
+Bytes toBytes(const std::string& s);
+std::string toString(const Bytes& b);
+
+}  // namespace lowcomm::net

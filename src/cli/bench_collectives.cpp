@@ -1,0 +1,285 @@
+// `lowcomm bench collectives`: nccl-tests-style sweep of our collectives and, in the same run,
+// of c10d::ProcessGroupGloo (PyTorch's Gloo backend) as the baseline.
+//
+// Sizes are nccl-tests' "size": the whole buffer for allreduce/broadcast, the gathered output
+// for allgather, the scattered input for reduce_scatter and alltoall. time_us is the slowest
+// rank's mean per call; busbw uses nccl-tests' factors.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bench_options.h"
+#include "c10d_baseline.h"
+#include "lowcomm/base/error.h"
+#include "lowcomm/launch/launcher.h"
+#include "lowcomm/runtime/worker.h"
+
+namespace lowcomm::cli {
+
+namespace {
+
+using comm::Algo;
+using comm::DType;
+using Clock = std::chrono::steady_clock;
+
+struct Row {
+  std::string op, algo, backend, dtype;
+  int world;
+  size_t bytes, count;
+  double time_us, algbw, busbw;
+  int64_t wrong;
+};
+
+double busFactor(const std::string& op, int n) {
+  if (op == "allreduce") return 2.0 * (n - 1) / n;
+  if (op == "broadcast") return 1.0;
+  return static_cast<double>(n - 1) / n;  // allgather, reduce_scatter, alltoall
+}
+
+// Elements per rank's block for an nccl-tests size.
+size_t countFor(const std::string& op, size_t bytes, size_t es, int n) {
+  const bool per_block = op == "allgather" || op == "reduce_scatter" || op == "alltoall";
+  return std::max<size_t>(1, bytes / es / (per_block ? n : 1));
+}
+
+// One benchmark case: buffers in nccl-tests layout, a fill with checkable values, a check.
+struct Case {
+  std::string op;
+  DType dt;
+  int n, rank;
+  size_t count;
+  std::vector<char> in, out;
+
+  Case(std::string o, DType d, int world, int r, size_t c) : op(std::move(o)), dt(d), n(world), rank(r), count(c) {
+    const size_t es = comm::dtypeSize(dt);
+    const bool wide_in = op == "reduce_scatter" || op == "alltoall";
+    const bool wide_out = op == "allgather" || op == "alltoall";
+    in.resize((wide_in ? n : 1) * count * es);
+    out.resize((wide_out ? n : 1) * count * es);
+  }
+  size_t inCount() const { return in.size() / comm::dtypeSize(dt); }
+  void fill() {
+    for (size_t i = 0; i < inCount(); ++i) {
+      const double block = op == "alltoall" ? static_cast<double>(i / count) : 0.0;
+      comm::storeValue(dt, in.data(), i, rank + 1 + block * n);
+    }
+  }
+  int64_t wrong() const {
+    int64_t bad = 0;
+    const double sum = n * (n + 1) / 2.0;
+    if (op == "allreduce" || op == "broadcast") {
+      const double want = op == "allreduce" ? sum : 1.0;
+      for (size_t i = 0; i < count; ++i) bad += comm::loadValue(dt, in.data(), i) != want;
+    } else if (op == "reduce_scatter") {
+      for (size_t i = 0; i < count; ++i) bad += comm::loadValue(dt, out.data(), i) != sum;
+    } else {  // allgather: block j == j+1; alltoall: block j == j+1 + rank*n
+      for (size_t i = 0; i < out.size() / comm::dtypeSize(dt); ++i) {
+        const double j = static_cast<double>(i / count);
+        const double want = op == "allgather" ? j + 1 : j + 1 + static_cast<double>(rank) * n;
+        bad += comm::loadValue(dt, out.data(), i) != want;
+      }
+    }
+    return bad;
+  }
+};
+
+void runOurs(comm::Communicator& c, Case& k, Algo algo) {
+  if (k.op == "allreduce") c.allreduce(k.in.data(), k.count, k.dt, comm::ReduceOp::sum, algo);
+  else if (k.op == "broadcast") c.broadcast(k.in.data(), k.count, k.dt, 0);
+  else if (k.op == "allgather") c.allgather(k.in.data(), k.out.data(), k.count, k.dt);
+  else if (k.op == "reduce_scatter") c.reduceScatter(k.in.data(), k.out.data(), k.count, k.dt, comm::ReduceOp::sum);
+  else if (k.op == "alltoall") c.alltoall(k.in.data(), k.out.data(), k.count, k.dt);
+  else throw ConfigError("unknown op '" + k.op + "' (expected allreduce, allgather, broadcast, reduce_scatter, alltoall)");
+}
+
+double maxOver(comm::Communicator& c, double v) {
+  c.allreduce(&v, 1, DType::f64, comm::ReduceOp::max);
+  return v;
+}
+
+// Times `once` the same number of times on every rank; returns the slowest rank's mean in us.
+template <typename F>
+double timeIt(comm::Communicator& c, const CollectiveBenchOptions& o, F&& once) {
+  for (int i = 0; i < o.warmup; ++i) once();
+  c.barrier();
+  auto t0 = Clock::now();
+  once();
+  const double est = maxOver(c, std::chrono::duration<double>(Clock::now() - t0).count());
+  const int iters = std::max(o.min_iters, std::min(o.max_iters, static_cast<int>(o.seconds_per_size / std::max(est, 1e-7))));
+  c.barrier();
+  t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) once();
+  const double mean = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+  return maxOver(c, mean) * 1e6;
+}
+
+Row makeRow(const Case& k, const std::string& algo, const std::string& backend, size_t bytes, double us,
+            int64_t wrong) {
+  Row r{k.op, algo, backend, comm::dtypeName(k.dt), k.n, bytes, k.count, us, 0, 0, wrong};
+  r.algbw = static_cast<double>(bytes) / (us * 1e-6) / 1e9;
+  r.busbw = r.algbw * busFactor(k.op, k.n);
+  return r;
+}
+
+void printHeader() {
+  std::printf("#%11s %12s %6s %15s %9s %11s %12s %9s %9s %7s\n", "size", "count", "type", "op", "algo", "backend",
+              "time_us", "algbw", "busbw", "#wrong");
+  std::printf("#%11s %12s %6s %15s %9s %11s %12s %9s %9s %7s\n", "(B)", "(elems)", "", "", "", "", "", "(GB/s)",
+              "(GB/s)", "");
+}
+
+void printRow(const Row& r) {
+  std::printf("%12zu %12zu %6s %15s %9s %11s %12.1f %9.3f %9.3f %7lld\n", r.bytes, r.count, r.dtype.c_str(),
+              r.op.c_str(), r.algo.c_str(), r.backend.c_str(), r.time_us, r.algbw, r.busbw,
+              static_cast<long long>(r.wrong));
+  std::fflush(stdout);
+}
+
+void writeJson(const std::string& path, const std::vector<Row>& rows) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& r : rows)
+    arr.push_back({{"op", r.op}, {"algo", r.algo}, {"backend", r.backend}, {"world", r.world}, {"dtype", r.dtype},
+                   {"bytes", r.bytes}, {"time_us", r.time_us}, {"algbw_GBps", r.algbw}, {"busbw_GBps", r.busbw},
+                   {"wrong", r.wrong}});
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    if (!f) throw ConfigError("cannot write --json file '" + path + "'");
+    f << arr.dump(1) << "\n";
+    if (!f.flush()) throw ConfigError("cannot write --json file '" + path + "'");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError("cannot rename '" + tmp + "' to '" + path + "'");
+}
+
+std::string opAlgo(const std::string& op) {
+  if (op == "broadcast") return "tree";
+  if (op == "alltoall") return "pairwise";
+  return "ring";
+}
+
+int worker(const CollectiveBenchOptions& o) {
+  runtime::WorkerOptions wo;
+  wo.comm.timeout = std::chrono::seconds(o.timeout_s);
+  wo.comm.group_size = o.group_size;
+  wo.transport.iface = o.iface;
+  wo.transport.address = o.address;
+  auto w = runtime::initWorker(wo);
+  auto& c = *w.comm;
+  const int n = c.size(), rank = c.rank();
+  std::unique_ptr<C10dGloo> base;
+  if (o.baseline && o.dtype == DType::f32)
+    base = std::make_unique<C10dGloo>(*w.store, rank, n, o.iface, o.address, o.timeout_s);
+  if (rank == 0) {
+    std::printf("# lowcomm bench collectives: world %d, dtype %s, %zu sizes, baseline %s\n", n,
+                comm::dtypeName(o.dtype), o.sizes.size(), base ? "c10d-gloo" : "off");
+    printHeader();
+  }
+  std::vector<Row> rows;
+  int64_t total_wrong = 0;
+  for (const auto& op : o.ops) {
+    std::vector<std::string> algos = op == "allreduce" ? o.algos : std::vector<std::string>{opAlgo(op)};
+    for (size_t bytes : o.sizes) {
+      const size_t es = comm::dtypeSize(o.dtype);
+      Case k(op, o.dtype, n, rank, countFor(op, bytes, es, n));
+      const size_t real_bytes = k.count * es * (op == "allgather" || op == "reduce_scatter" || op == "alltoall" ? n : 1);
+      for (const auto& a : algos) {
+        const Algo algo = op == "allreduce" ? comm::parseAlgo(a) : Algo::automatic;
+        k.fill();
+        const double us = timeIt(c, o, [&] { runOurs(c, k, algo); });
+        k.fill();
+        runOurs(c, k, algo);
+        int64_t wrong = k.wrong();
+        c.allreduce(&wrong, 1, DType::i64, comm::ReduceOp::sum);
+        total_wrong += wrong;
+        const std::string shown = op == "allreduce" && algo == Algo::automatic
+                                      ? std::string("auto:") + comm::algoName(c.chooseAllreduce(k.count * es))
+                                      : a;
+        rows.push_back(makeRow(k, shown, "lowcomm", real_bytes, us, wrong));
+        if (rank == 0) printRow(rows.back());
+      }
+      if (base && C10dGloo::supports(op)) {
+        auto* in = reinterpret_cast<float*>(k.in.data());
+        auto* out = reinterpret_cast<float*>(k.out.data());
+        k.fill();
+        const double us = timeIt(c, o, [&] { base->run(op, in, out, k.count, n); });
+        k.fill();
+        base->run(op, in, out, k.count, n);
+        int64_t wrong = k.wrong();
+        c.allreduce(&wrong, 1, DType::i64, comm::ReduceOp::sum);
+        total_wrong += wrong;
+        rows.push_back(makeRow(k, "gloo", "c10d-gloo", real_bytes, us, wrong));
+        if (rank == 0) printRow(rows.back());
+      }
+    }
+  }
+  if (rank == 0 && !o.json.empty()) {
+    writeJson(o.json, rows);
+    std::printf("# wrote %zu rows to %s\n", rows.size(), o.json.c_str());
+  }
+  if (total_wrong) {
+    if (rank == 0) std::fprintf(stderr, "bench collectives: %lld wrong elements\n", static_cast<long long>(total_wrong));
+    return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int benchCollectives(int argc, char** argv) {
+  CollectiveBenchOptions o;
+  std::string sizes = "4B:256MiB", ops = "allreduce", algos = "ring,hd", dtype = "f32";
+  CLI::App app{"Sweep message sizes over our collectives and c10d::ProcessGroupGloo (baseline)",
+               "lowcomm bench collectives"};
+  app.add_option("--nproc", o.nproc, "launch this many local workers (else run as a launched worker)");
+  app.add_option("--sizes", sizes, "LO:HI (powers of two) or a list, e.g. 4B:256MiB or 4B,64MiB")->capture_default_str();
+  app.add_option("--ops", ops, "allreduce,allgather,broadcast,reduce_scatter,alltoall")->capture_default_str();
+  app.add_option("--algos", algos, "allreduce algorithms: ring,hd,hier,ordered,auto")->capture_default_str();
+  app.add_option("--dtype", dtype, "f32, f64, f16, bf16, i32, i64, u8 (baseline only for f32)")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "untimed calls per case")->capture_default_str();
+  app.add_option("--iters", o.max_iters, "at most this many timed calls per case")->capture_default_str();
+  app.add_option("--min-iters", o.min_iters, "at least this many timed calls per case")->capture_default_str();
+  app.add_option("--seconds", o.seconds_per_size, "timing budget per case")->capture_default_str();
+  app.add_flag("!--no-baseline", o.baseline, "skip the c10d-gloo rows");
+  app.add_option("--json", o.json, "write all rows to this JSON file (rank 0)");
+  app.add_option("--iface", o.iface, "network interface to bind (else GLOO_SOCKET_IFNAME, else hostname)");
+  app.add_option("--address", o.address, "address to bind");
+  app.add_option("--group-size", o.group_size, "ranks per group for hier (0 = LOCAL_WORLD_SIZE)")->capture_default_str();
+  app.add_option("--timeout", o.timeout_s, "per-operation timeout in seconds")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    throw ConfigError(e.what());
+  }
+  o.sizes = parseSizes(sizes);
+  o.ops = splitList(ops);
+  o.algos = splitList(algos);
+  o.dtype = comm::parseDType(dtype);
+  for (const auto& a : o.algos) comm::parseAlgo(a);  // fail before launching anything
+  if (o.warmup < 0 || o.min_iters < 1 || o.max_iters < o.min_iters)
+    throw ConfigError("need --warmup >= 0 and 1 <= --min-iters <= --iters");
+
+  if (o.nproc > 0 && !std::getenv("LOWCOMM_BENCH_WORKER")) {
+    launch::LaunchOptions lo;
+    lo.nproc = o.nproc;
+    lo.quiet_nonzero = true;
+    lo.extra_env["LOWCOMM_BENCH_WORKER"] = "1";
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (len <= 0) throw Error("cannot find this executable's path (/proc/self/exe)");
+    self[len] = 0;
+    lo.command = {self, "bench"};
+    for (int i = 0; i < argc; ++i) lo.command.push_back(argv[i]);
+    return launch::launch(lo, std::cerr);
+  }
+  return worker(o);
+}
+
+}  // namespace lowcomm::cli

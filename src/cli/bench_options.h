@@ -1,0 +1,35 @@
+// Options of `lowcomm bench collectives` and their parsing helpers.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "lowcomm/comm/dtype.h"
+
+namespace lowcomm::cli {
+
+struct CollectiveBenchOptions {
+  int nproc = 0;                       // >0: launch this many local workers
+  std::vector<size_t> sizes;           // bytes per message, as nccl-tests counts them
+  std::vector<std::string> ops{"allreduce"};
+  std::vector<std::string> algos{"ring", "hd"};
+  comm::DType dtype = comm::DType::f32;
+  int warmup = 2;
+  int max_iters = 50;
+  int min_iters = 3;
+  double seconds_per_size = 1.0;       // timing budget per (op, algo, size)
+  bool baseline = true;                // also measure c10d::ProcessGroupGloo
+  std::string json;
+  std::string iface, address;
+  int group_size = 0;                  // hierarchical allreduce; 0 = LOCAL_WORLD_SIZE
+  int timeout_s = 300;
+};
+
+// "4B:256MiB" (powers of two between), "1KiB,64MiB" (a list), "65536" (bytes).
+std::vector<size_t> parseSizes(const std::string& spec);
+size_t parseSize(const std::string& s);  // "4B", "8KiB", "64MiB", "1GiB", "1k", "4M"
+std::string formatSize(size_t bytes);
+std::vector<std::string> splitList(const std::string& s);
+
+}  // namespace lowcomm::cli

@@ -1,0 +1,58 @@
+#include "c10d_baseline.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/torch.h>
+
+#include "lowcomm/base/error.h"
+
+namespace lowcomm::cli {
+
+struct C10dGloo::Impl {
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+};
+
+C10dGloo::C10dGloo(const runtime::TcpStore& store, int rank, int size, const std::string& iface,
+                   const std::string& address, int timeout_s)
+    : impl_(std::make_unique<Impl>()) {
+  auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(timeout_s));
+  if (!iface.empty()) opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
+  else if (!address.empty()) opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(address));
+  else opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("c10d-baseline", store.c10dStore());
+  impl_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
+}
+
+C10dGloo::~C10dGloo() = default;
+
+bool C10dGloo::supports(const std::string& op) {
+  return op == "allreduce" || op == "allgather" || op == "broadcast" || op == "alltoall";
+}
+
+void C10dGloo::run(const std::string& op, float* in, float* out, size_t count, int size) {
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  const auto n = static_cast<int64_t>(count);
+  if (op == "allreduce") {
+    std::vector<at::Tensor> t{torch::from_blob(in, {n}, f32)};
+    impl_->pg->allreduce(t)->wait();
+  } else if (op == "broadcast") {
+    std::vector<at::Tensor> t{torch::from_blob(in, {n}, f32)};
+    impl_->pg->broadcast(t)->wait();
+  } else if (op == "allgather") {
+    std::vector<at::Tensor> input{torch::from_blob(in, {n}, f32)};
+    std::vector<std::vector<at::Tensor>> output(1);
+    for (int r = 0; r < size; ++r) output[0].push_back(torch::from_blob(out + r * count, {n}, f32));
+    impl_->pg->allgather(output, input)->wait();
+  } else if (op == "alltoall") {
+    auto i = torch::from_blob(in, {n * size}, f32);
+    auto o = torch::from_blob(out, {n * size}, f32);
+    std::vector<int64_t> split;  // empty: equal splits
+    impl_->pg->alltoall_base(o, i, split, split)->wait();
+  } else {
+    throw ConfigError("c10d-gloo baseline: op '" + op + "' is not supported by ProcessGroupGloo");
+  }
+}
+
+void C10dGloo::barrier() { impl_->pg->barrier()->wait(); }
+
+}  // namespace lowcomm::cli

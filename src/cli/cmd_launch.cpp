@@ -1,0 +1,75 @@
+// `lowcomm launch`: start N local workers torchrun-style (see lowcomm/launch/launcher.h).
+//
+// Syntax: lowcomm launch --nproc N [options] -- CMD ARGS...
+// Everything after the first `--` is the worker command, passed through untouched, so the
+// worker's own options never collide with the launcher's.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "lowcomm/base/error.h"
+#include "lowcomm/launch/launcher.h"
+
+namespace lowcomm::cli {
+
+int cmdLaunch(int argc, char** argv) {
+  int dash = 1;
+  while (dash < argc && std::strcmp(argv[dash], "--") != 0) ++dash;
+
+  launch::LaunchOptions opts;
+  double grace_seconds = 5.0;
+  std::vector<std::string> env;
+
+  CLI::App app{"Start N local worker processes with torchrun's environment (RANK, WORLD_SIZE, "
+               "LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT).",
+               "lowcomm launch"};
+  app.footer(
+      "Worker command: everything after `--`, e.g.\n"
+      "  lowcomm launch --nproc 2 -- sh -c 'echo $RANK of $WORLD_SIZE'\n"
+      "Worker output is prefixed \"[rank N] \". The first worker to fail stops the others;\n"
+      "the exit status is then that worker's (128+signal if it was killed).");
+  app.add_option("--nproc", opts.nproc, "number of worker processes")->required();
+  app.add_option("--master-addr", opts.master_addr, "rendezvous address (rank 0's host)")
+      ->capture_default_str();
+  app.add_option("--master-port", opts.master_port, "rendezvous port; 0 picks a free one")
+      ->capture_default_str();
+  app.add_flag("--quiet-nonzero", opts.quiet_nonzero, "drop the output of ranks other than 0");
+  app.add_option("--grace-seconds", grace_seconds,
+                 "after a failure, time between SIGTERM and SIGKILL for the other workers")
+      ->capture_default_str();
+  app.add_option("--env", env, "extra KEY=VALUE for every worker (repeatable)");
+
+  try {
+    app.parse(dash, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    throw ConfigError(e.what());
+  }
+
+  if (dash >= argc) throw ConfigError("missing `-- CMD ARGS...` after the launcher options");
+  opts.command.assign(argv + dash + 1, argv + argc);
+  if (opts.command.empty()) throw ConfigError("missing worker command after `--`");
+
+  if (!std::isfinite(grace_seconds) || grace_seconds < 0)
+    throw ConfigError("--grace-seconds must be a non-negative number");
+  opts.grace = std::chrono::milliseconds(std::llround(grace_seconds * 1000.0));
+
+  for (const auto& kv : env) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError("--env expects KEY=VALUE, got '" + kv + "'");
+    opts.extra_env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+
+  return launch::launch(opts, std::cerr);
+}
+
+}  // namespace lowcomm::cli

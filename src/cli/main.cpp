@@ -1,0 +1,39 @@
+// lowcomm command line: dispatches to one subcommand per file.
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "commands.h"
+#include "lowcomm/base/error.h"
+
+namespace {
+void usage() {
+  std::cerr << "usage: lowcomm <command> [options]\n"
+               "commands:\n"
+               "  launch   start N local worker processes (torchrun-style)\n"
+               "  bench    benchmarks: `lowcomm bench collectives --help`\n"
+               "run `lowcomm <command> --help` for its options\n";
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "launch") return lowcomm::cli::cmdLaunch(argc - 1, argv + 1);
+    if (cmd == "bench") return lowcomm::cli::cmdBench(argc - 1, argv + 1);
+  } catch (const lowcomm::ConfigError& e) {
+    std::cerr << "lowcomm " << cmd << ": error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "lowcomm " << cmd << ": error: " << e.what() << "\n";
+    return 1;
+  }
+  std::cerr << "lowcomm: unknown command '" << cmd << "'\n";
+  usage();
+  return 2;
+}

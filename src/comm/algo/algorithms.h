@@ -1,0 +1,55 @@
+// Collective algorithms over an Exchange (private to the comm layer). One algorithm per file.
+//
+// Every function is called by all members of `g` with matching arguments. `sub` (0..63) is the
+// slot namespace of this invocation inside the call, so composed algorithms never share slots.
+// Reductions never divide: the Communicator applies avg once at the end.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "../link.h"
+#include "lowcomm/comm/dtype.h"
+
+namespace lowcomm::comm {
+
+// Members of a collective as global ranks; `me` is this rank's index in `ranks`.
+struct Group {
+  std::vector<int> ranks;
+  int me = 0;
+  int size() const { return static_cast<int>(ranks.size()); }
+  int peer(int i) const { return ranks[((i % size()) + size()) % size()]; }
+  static Group world(int rank, int size);
+  static Group range(int first, int count, int me_global);  // contiguous ranks
+};
+
+// Balanced split of `count` elements into n chunks; returns n+1 offsets.
+std::vector<size_t> evenOffsets(size_t count, int n);
+// Elements per pipelining segment for `es`-byte elements, keeping segments per chunk bounded.
+size_t segmentElems(size_t segment_bytes, size_t es, size_t max_chunk_elems);
+
+// Ring reduce-scatter: chunk c of buf (elements [off[c], off[c+1])) ends reduced on member c.
+void ringReduceScatter(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off, DType dt,
+                       ReduceOp op, size_t seg_elems, uint32_t sub);
+// Ring allgather: member c's block (bytes [off[c], off[c+1]) of buf) ends on every member.
+void ringAllgather(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off_bytes,
+                   size_t seg_bytes, uint32_t sub);
+
+void allreduceRing(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
+                   size_t seg_bytes, uint32_t sub);  // uses sub and sub+1
+void allreduceHalvingDoubling(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
+                              uint32_t sub);
+void allreduceHierarchical(Exchange& ex, const Group& g, int group_size, char* buf, size_t count, DType dt,
+                           ReduceOp op, size_t seg_bytes);  // uses subs 0..7
+void allreduceOrdered(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
+                      size_t seg_bytes);  // uses subs 0..1
+
+// Segmented binomial-tree broadcast from member `root`.
+void broadcastTree(Exchange& ex, const Group& g, char* buf, size_t bytes, int root, size_t seg_bytes,
+                   uint32_t sub);
+// Pairwise exchange: block j (block_bytes) of send goes to member j's recv block me.
+void alltoallPairwise(Exchange& ex, const Group& g, const char* send, char* recv, size_t block_bytes,
+                      uint32_t sub);
+void barrierDissemination(Exchange& ex, const Group& g, uint32_t sub);
+
+}  // namespace lowcomm::comm

@@ -1,0 +1,37 @@
+// Deterministic allreduce: member c receives chunk c from everyone (pairwise exchange), sums
+// the contributions in rank order 0..n-1, then a ring allgather spreads the result. The sum is
+// the same whatever the timing, algorithm choice or topology; same volume as the ring.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "../reduce.h"
+#include "algorithms.h"
+
+namespace lowcomm::comm {
+
+void allreduceOrdered(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
+                      size_t seg_bytes) {
+  const int n = g.size();
+  if (n == 1 || count == 0) return;
+  const size_t es = dtypeSize(dt);
+  const auto off = evenOffsets(count, n);
+  const int r = g.me;
+  const size_t mine = off[r + 1] - off[r];
+  std::vector<char> parts(static_cast<size_t>(n) * mine * es);
+  for (int j = 0; j < n; ++j) {
+    if (j == r) continue;
+    ex.isend(g.peer(j), buf + off[j] * es, (off[j + 1] - off[j]) * es, ex.slot(0, 0));
+    ex.irecv(g.peer(j), parts.data() + j * mine * es, mine * es, ex.slot(0, 0));
+  }
+  ex.waitAll();
+  std::memcpy(parts.data() + r * mine * es, buf + off[r] * es, mine * es);
+  char* acc = buf + off[r] * es;
+  std::memcpy(acc, parts.data(), mine * es);
+  for (int j = 1; j < n; ++j) reduceInto(acc, parts.data() + j * mine * es, mine, dt, op);
+  std::vector<size_t> off_bytes(off);
+  for (auto& o : off_bytes) o *= es;
+  ringAllgather(ex, g, buf, off_bytes, seg_bytes, 1);
+}
+
+}  // namespace lowcomm::comm

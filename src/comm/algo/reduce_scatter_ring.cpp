@@ -1,0 +1,73 @@
+// Ring reduce-scatter, segmented and pipelined: a segment reduced at step s is forwarded at
+// once for step s+1, so sending, receiving and reducing overlap.
+#include <algorithm>
+
+#include "../reduce.h"
+#include "algorithms.h"
+#include "lowcomm/base/error.h"
+
+namespace lowcomm::comm {
+
+Group Group::world(int rank, int size) {
+  Group g;
+  for (int i = 0; i < size; ++i) g.ranks.push_back(i);
+  g.me = rank;
+  return g;
+}
+
+Group Group::range(int first, int count, int me_global) {
+  Group g;
+  for (int i = 0; i < count; ++i) g.ranks.push_back(first + i);
+  g.me = me_global - first;
+  return g;
+}
+
+std::vector<size_t> evenOffsets(size_t count, int n) {
+  std::vector<size_t> off(n + 1, 0);
+  const size_t base = count / n, rem = count % n;
+  for (int i = 0; i < n; ++i) off[i + 1] = off[i] + base + (static_cast<size_t>(i) < rem ? 1 : 0);
+  return off;
+}
+
+size_t segmentElems(size_t segment_bytes, size_t es, size_t max_chunk_elems) {
+  size_t seg = std::max<size_t>(1, segment_bytes / es);
+  const size_t min_seg = max_chunk_elems / (kMaxSegments - 1) + 1;
+  return std::max(seg, min_seg);
+}
+
+void ringReduceScatter(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off, DType dt,
+                       ReduceOp op, size_t seg_elems, uint32_t sub) {
+  const int n = g.size();
+  if (n == 1) return;
+  LC_ENFORCE_LT(static_cast<uint32_t>(n), kMaxSteps, "ring too large");
+  const int r = g.me;
+  const int next = g.peer(r + 1), prev = g.peer(r - 1);
+  const size_t es = dtypeSize(dt);
+  auto chunk = [&](int c) { c = ((c % n) + n) % n; return std::make_pair(off[c], off[c + 1] - off[c]); };
+  size_t max_len = 0;
+  for (int c = 0; c < n; ++c) max_len = std::max(max_len, off[c + 1] - off[c]);
+  std::vector<char> tmp(max_len * es);
+
+  // Step 0 sends our own contribution of chunk r-1.
+  {
+    auto [o, len] = chunk(r - 1);
+    for (size_t k = 0, s = 0; s < len; ++k, s += seg_elems)
+      ex.isend(next, buf + (o + s) * es, std::min(seg_elems, len - s) * es, ex.slot(sub, 0, k));
+  }
+  std::vector<int> rq;
+  for (int step = 0; step < n - 1; ++step) {
+    auto [o, len] = chunk(r - step - 2);
+    rq.clear();
+    for (size_t k = 0, s = 0; s < len; ++k, s += seg_elems)
+      rq.push_back(ex.irecv(prev, tmp.data() + s * es, std::min(seg_elems, len - s) * es, ex.slot(sub, step, k)));
+    for (size_t k = 0, s = 0; s < len; ++k, s += seg_elems) {
+      const size_t m = std::min(seg_elems, len - s);
+      ex.wait(rq[k]);
+      reduceInto(buf + (o + s) * es, tmp.data() + s * es, m, dt, op);
+      if (step < n - 2) ex.isend(next, buf + (o + s) * es, m * es, ex.slot(sub, step + 1, k));
+    }
+  }
+  ex.waitAll();
+}
+
+}  // namespace lowcomm::comm

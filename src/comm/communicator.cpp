@@ -1,0 +1,204 @@
+#include "lowcomm/comm/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <gloo/context.h>
+
+#include "algo/algorithms.h"
+#include "link.h"
+#include "lowcomm/base/error.h"
+#include "reduce.h"
+
+namespace lowcomm::comm {
+
+namespace {
+std::chrono::milliseconds connectTimeout(const CommOptions& o) {
+  return o.connect_timeout.count() > 0 ? o.connect_timeout : o.timeout;
+}
+}  // namespace
+
+Communicator::Communicator(std::shared_ptr<net::Store> store, std::string prefix, int rank, int size,
+                           CommOptions opts, std::shared_ptr<TrafficMeter> meter, std::unique_ptr<Link> link)
+    : store_(std::move(store)), prefix_(std::move(prefix)), rank_(rank), size_(size), opts_(opts),
+      meter_(std::move(meter)), link_(std::move(link)) {}
+
+Communicator::~Communicator() = default;
+
+std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<net::Store> store, int rank, int size,
+                                                   const CommOptions& opts, const net::TransportOptions& transport) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw ConfigError("communicator: rank " + std::to_string(rank) + " is not in [0, " + std::to_string(size) + ")");
+  auto dev = net::makeDevice(transport);
+  const std::string prefix = "lowcomm";
+  auto ctx = net::connectMesh(store, prefix, rank, size, dev, connectTimeout(opts));
+  return std::shared_ptr<Communicator>(new Communicator(store, prefix, rank, size, opts,
+                                                        std::make_shared<TrafficMeter>(),
+                                                        std::make_unique<Link>(ctx, dev)));
+}
+
+void Communicator::setPhase(const std::string& phase) { phase_ = phase; }
+const std::string& Communicator::phase() const { return phase_; }
+
+namespace {
+struct Fingerprint {
+  uint32_t magic;
+  uint32_t op;
+  uint64_t count;
+  uint32_t dtype;
+  int32_t extra;
+};
+}  // namespace
+
+void Communicator::checkFingerprint(const char* op, size_t count, DType dt, int extra) {
+  if (!opts_.debug_check || size_ == 1) return;
+  uint32_t op_hash = 2166136261u;  // FNV-1a of the op name
+  for (const char* c = op; *c; ++c) op_hash = (op_hash ^ static_cast<uint8_t>(*c)) * 16777619u;
+  Fingerprint mine{0x4c434650u, op_hash, count, static_cast<uint32_t>(dt), extra};
+  std::vector<Fingerprint> all(size_);
+  all[rank_] = mine;
+  {
+    Exchange ex(*link_, *meter_, "fingerprint", phase_, opts_.timeout, link_->nextSeq());
+    std::vector<size_t> off(size_ + 1);
+    for (int i = 0; i <= size_; ++i) off[i] = i * sizeof(Fingerprint);
+    ringAllgather(ex, Group::world(rank_, size_), reinterpret_cast<char*>(all.data()), off, 4096, 0);
+  }
+  bool same = true;
+  for (const auto& f : all)
+    same = same && f.magic == mine.magic && f.op == mine.op && f.count == mine.count && f.dtype == mine.dtype &&
+           f.extra == mine.extra;
+  if (same) return;
+  std::string msg = std::string("collective mismatch detected by rank ") + std::to_string(rank_) + " calling " + op +
+                    ": ranks called different collectives or arguments:";
+  for (int i = 0; i < size_; ++i) {
+    const auto& f = all[i];
+    msg += "\n  rank " + std::to_string(i) + ": " + (f.op == mine.op ? op : "<other op>") +
+           " count=" + std::to_string(f.count) + " dtype=" +
+           (f.dtype <= static_cast<uint32_t>(DType::u8) ? dtypeName(static_cast<DType>(f.dtype)) : "?") +
+           " arg=" + std::to_string(f.extra);
+  }
+  throw MismatchError(msg);
+}
+
+void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Algo algo) {
+  checkFingerprint("allreduce", count, dt, static_cast<int>(op));
+  if (size_ == 1 || count == 0) return;
+  const size_t es = dtypeSize(dt);
+  const Algo a = chooseAllreduce(count * es, algo);
+  Exchange ex(*link_, *meter_, "allreduce", phase_, opts_.timeout, link_->nextSeq());
+  const Group g = Group::world(rank_, size_);
+  char* p = static_cast<char*>(buf);
+  switch (a) {
+    case Algo::halving_doubling: allreduceHalvingDoubling(ex, g, p, count, dt, op, 0); break;
+    case Algo::hierarchical: allreduceHierarchical(ex, g, opts_.group_size, p, count, dt, op, opts_.segment_bytes); break;
+    case Algo::ordered: allreduceOrdered(ex, g, p, count, dt, op, opts_.segment_bytes); break;
+    default: allreduceRing(ex, g, p, count, dt, op, opts_.segment_bytes, 0); break;
+  }
+  if (op == ReduceOp::avg) divideBy(buf, count, dt, size_);
+}
+
+void Communicator::broadcast(void* buf, size_t count, DType dt, int root) {
+  if (root < 0 || root >= size_)
+    throw ConfigError("broadcast: root " + std::to_string(root) + " is not a rank of this communicator (size " +
+                      std::to_string(size_) + ")");
+  checkFingerprint("broadcast", count, dt, root);
+  if (size_ == 1 || count == 0) return;
+  Exchange ex(*link_, *meter_, "broadcast", phase_, opts_.timeout, link_->nextSeq());
+  broadcastTree(ex, Group::world(rank_, size_), static_cast<char*>(buf), count * dtypeSize(dt), root,
+                opts_.segment_bytes, 0);
+}
+
+void Communicator::allgather(const void* send, void* recv, size_t count, DType dt) {
+  allgatherv(send, count, recv, std::vector<size_t>(size_, count), dt);
+}
+
+void Communicator::allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
+                              DType dt) {
+  if (counts.size() != static_cast<size_t>(size_))
+    throw ConfigError("allgatherv: " + std::to_string(counts.size()) + " counts given for " + std::to_string(size_) +
+                      " ranks");
+  if (counts[rank_] != send_count)
+    throw ConfigError("allgatherv: rank " + std::to_string(rank_) + " sends " + std::to_string(send_count) +
+                      " elements but counts[" + std::to_string(rank_) + "] = " + std::to_string(counts[rank_]));
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  checkFingerprint("allgatherv", total, dt, 0);
+  const size_t es = dtypeSize(dt);
+  std::vector<size_t> off(size_ + 1, 0);
+  for (int i = 0; i < size_; ++i) off[i + 1] = off[i] + counts[i] * es;
+  char* out = static_cast<char*>(recv);
+  if (send_count && out + off[rank_] != send) std::memmove(out + off[rank_], send, send_count * es);
+  if (size_ == 1) return;
+  Exchange ex(*link_, *meter_, "allgather", phase_, opts_.timeout, link_->nextSeq());
+  ringAllgather(ex, Group::world(rank_, size_), out, off, opts_.segment_bytes, 0);
+}
+
+void Communicator::reduceScatter(const void* send, void* recv, size_t recv_count, DType dt, ReduceOp op) {
+  checkFingerprint("reduce_scatter", recv_count, dt, static_cast<int>(op));
+  const size_t es = dtypeSize(dt);
+  if (size_ == 1) {
+    if (recv_count && recv != send) std::memmove(recv, send, recv_count * es);
+    return;
+  }
+  if (recv_count == 0) return;
+  std::vector<char> work(static_cast<const char*>(send), static_cast<const char*>(send) + size_ * recv_count * es);
+  std::vector<size_t> off(size_ + 1);
+  for (int i = 0; i <= size_; ++i) off[i] = i * recv_count;
+  {
+    Exchange ex(*link_, *meter_, "reduce_scatter", phase_, opts_.timeout, link_->nextSeq());
+    ringReduceScatter(ex, Group::world(rank_, size_), work.data(), off, dt, op,
+                      segmentElems(opts_.segment_bytes, es, recv_count), 0);
+  }
+  std::memcpy(recv, work.data() + off[rank_] * es, recv_count * es);
+  if (op == ReduceOp::avg) divideBy(recv, recv_count, dt, size_);
+}
+
+void Communicator::alltoall(const void* send, void* recv, size_t count, DType dt) {
+  checkFingerprint("alltoall", count, dt, 0);
+  Exchange ex(*link_, *meter_, "alltoall", phase_, opts_.timeout, link_->nextSeq());
+  alltoallPairwise(ex, Group::world(rank_, size_), static_cast<const char*>(send), static_cast<char*>(recv),
+                   count * dtypeSize(dt), 0);
+}
+
+void Communicator::barrier() {
+  checkFingerprint("barrier", 0, DType::u8, 0);
+  if (size_ == 1) return;
+  Exchange ex(*link_, *meter_, "barrier", phase_, opts_.timeout, link_->nextSeq());
+  barrierDissemination(ex, Group::world(rank_, size_), 0);
+}
+
+void Communicator::send(const void* buf, size_t bytes, int dst, uint32_t tag) {
+  if (dst < 0 || dst >= size_ || dst == rank_)
+    throw ConfigError("send: destination rank " + std::to_string(dst) + " is not another rank of this communicator");
+  Exchange ex(*link_, *meter_, "send", phase_, opts_.timeout, Link::kP2PSeq);
+  ex.wait(ex.isend(dst, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag));
+}
+
+void Communicator::recv(void* buf, size_t bytes, int src, uint32_t tag) {
+  if (src < 0 || src >= size_ || src == rank_)
+    throw ConfigError("recv: source rank " + std::to_string(src) + " is not another rank of this communicator");
+  Exchange ex(*link_, *meter_, "recv", phase_, opts_.timeout, Link::kP2PSeq);
+  ex.wait(ex.irecv(src, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag));
+}
+
+std::shared_ptr<Communicator> Communicator::split(int color, int key) {
+  std::vector<int32_t> mine = {color, key, rank_};
+  std::vector<int32_t> all(3 * size_);
+  allgather(mine.data(), all.data(), 3, DType::i32);
+  const uint64_t id = splits_++;
+  if (color < 0) return nullptr;
+  std::vector<std::pair<int, int>> members;  // (key, rank)
+  for (int i = 0; i < size_; ++i)
+    if (all[3 * i] == color) members.emplace_back(all[3 * i + 1], all[3 * i + 2]);
+  std::sort(members.begin(), members.end());
+  int new_rank = 0;
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i].second == rank_) new_rank = static_cast<int>(i);
+  const int new_size = static_cast<int>(members.size());
+  const std::string prefix = prefix_ + "/split" + std::to_string(id) + "/color" + std::to_string(color);
+  auto ctx = net::connectMesh(store_, prefix, new_rank, new_size, link_->device(), connectTimeout(opts_));
+  CommOptions opts = opts_;
+  return std::shared_ptr<Communicator>(
+      new Communicator(store_, prefix, new_rank, new_size, opts, meter_, std::make_unique<Link>(ctx, link_->device())));
+}
+
+}  // namespace lowcomm::comm

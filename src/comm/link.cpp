@@ -1,0 +1,100 @@
+#include "link.h"
+
+#include <gloo/common/error.h>
+#include <gloo/context.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "lowcomm/base/error.h"
+
+namespace lowcomm::comm {
+
+Link::Link(std::shared_ptr<gloo::Context> ctx, std::shared_ptr<gloo::transport::Device> dev)
+    : ctx_(std::move(ctx)), dev_(std::move(dev)) {}
+Link::~Link() = default;
+int Link::rank() const { return ctx_->rank; }
+int Link::size() const { return ctx_->size; }
+
+Exchange::Exchange(Link& link, TrafficMeter& meter, std::string op, std::string phase,
+                   std::chrono::milliseconds timeout, uint32_t seq)
+    : link_(link), meter_(meter), op_(std::move(op)), phase_(std::move(phase)), timeout_(timeout),
+      deadline_(std::chrono::steady_clock::now() + timeout), seq_(seq) {
+  if (!link_.broken().empty())
+    throw PeerError(-1, op_ + ": communicator is unusable after an earlier failure: " + link_.broken());
+}
+
+Exchange::~Exchange() {
+  // On unwinding, pending buffers must not outlive this frame while Gloo may still write them.
+  for (auto& r : reqs_) {
+    if (r.done || !r.buf) continue;
+    if (r.send) r.buf->abortWaitSend();
+    else r.buf->abortWaitRecv();
+  }
+}
+
+int Exchange::isend(int peer, const void* ptr, size_t bytes, uint64_t slot) {
+  if (bytes == 0) return -1;
+  auto buf = link_.context().createUnboundBuffer(const_cast<void*>(ptr), bytes);
+  try {
+    buf->send(peer, slot);
+  } catch (const std::exception& e) {
+    Request r{nullptr, peer, bytes, true, true};
+    fail(r, e);
+  }
+  reqs_.push_back(Request{std::move(buf), peer, bytes, true, false});
+  return static_cast<int>(reqs_.size() - 1);
+}
+
+int Exchange::irecv(int peer, void* ptr, size_t bytes, uint64_t slot) {
+  if (bytes == 0) return -1;
+  auto buf = link_.context().createUnboundBuffer(ptr, bytes);
+  try {
+    buf->recv(peer, slot);
+  } catch (const std::exception& e) {
+    Request r{nullptr, peer, bytes, false, true};
+    fail(r, e);
+  }
+  reqs_.push_back(Request{std::move(buf), peer, bytes, false, false});
+  return static_cast<int>(reqs_.size() - 1);
+}
+
+void Exchange::fail(const Request& r, const std::exception& e) {
+  const std::string what = e.what();
+  const bool timed_out = what.find("imed out") != std::string::npos || what.find("imeout") != std::string::npos;
+  std::string msg = op_ + " (rank " + std::to_string(link_.rank()) + "): " +
+                    (r.send ? "sending " : "receiving ") + std::to_string(r.bytes) + " bytes " +
+                    (r.send ? "to" : "from") + " rank " + std::to_string(r.peer) + " ";
+  if (timed_out) {
+    msg += "timed out after " + std::to_string(timeout_.count()) + " ms (peer dead or stuck?): " + what;
+    link_.poison(msg);
+    throw TimeoutError(msg);
+  }
+  msg += "failed (peer died or closed the connection?): " + what;
+  link_.poison(msg);
+  throw PeerError(r.peer, msg);
+}
+
+void Exchange::wait(int req) {
+  if (req < 0) return;
+  Request& r = reqs_[req];
+  if (r.done) return;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - std::chrono::steady_clock::now());
+  if (left.count() < 1) left = std::chrono::milliseconds(1);
+  try {
+    bool ok = r.send ? r.buf->waitSend(left) : r.buf->waitRecv(left);
+    if (!ok) throw gloo::IoException("aborted");
+  } catch (const gloo::IoException& e) {
+    fail(r, e);
+  } catch (const gloo::Exception& e) {
+    fail(r, e);
+  }
+  r.done = true;
+  if (r.send) meter_.recordSend(op_, phase_, r.bytes);
+  else meter_.recordRecv(op_, phase_, r.bytes);
+}
+
+void Exchange::waitAll() {
+  for (size_t i = 0; i < reqs_.size(); ++i) wait(static_cast<int>(i));
+  reqs_.clear();
+}
+
+}  // namespace lowcomm::comm

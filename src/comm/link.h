@@ -1,0 +1,100 @@
+// Point-to-point layer under the collectives (private to the comm layer).
+//
+// A Link owns the Gloo context (full mesh of TCP pairs). An Exchange is one collective call's
+// traffic: it posts sends/receives on unbound buffers, waits for them against the call's
+// deadline, turns Gloo failures into TimeoutError/PeerError naming the peer, and records every
+// completed message's bytes in the traffic meter.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lowcomm/comm/traffic.h"
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+class UnboundBuffer;
+}  // namespace transport
+}  // namespace gloo
+
+namespace lowcomm::comm {
+
+class Link {
+ public:
+  Link(std::shared_ptr<gloo::Context> ctx, std::shared_ptr<gloo::transport::Device> dev);
+  ~Link();
+  int rank() const;
+  int size() const;
+  gloo::Context& context() { return *ctx_; }
+  const std::shared_ptr<gloo::transport::Device>& device() const { return dev_; }
+  // Collective call numbers; kP2PSeq is reserved for send/recv.
+  uint32_t nextSeq() {
+    if (++seq_ == kP2PSeq) seq_ = 1;
+    return seq_;
+  }
+  static constexpr uint32_t kP2PSeq = 0xffffffffu;
+  // Set after any failed operation: the mesh state is unknown, later calls fail fast.
+  void poison(const std::string& why) { broken_ = why; }
+  const std::string& broken() const { return broken_; }
+
+ private:
+  std::shared_ptr<gloo::Context> ctx_;
+  std::shared_ptr<gloo::transport::Device> dev_;
+  uint32_t seq_ = 0;
+  std::string broken_;
+};
+
+// Slot layout: | seq:32 | sub:6 | step:10 | seg:16 |. Sender and receiver compute the same
+// slot for the same message; distinct messages of one call never share a slot.
+inline uint64_t makeSlot(uint32_t seq, uint32_t sub, uint32_t step, uint32_t seg) {
+  return (static_cast<uint64_t>(seq) << 32) | (static_cast<uint64_t>(sub & 0x3f) << 26) |
+         (static_cast<uint64_t>(step & 0x3ff) << 16) | (seg & 0xffff);
+}
+constexpr uint32_t kMaxSegments = 1u << 16;
+constexpr uint32_t kMaxSteps = 1u << 10;
+
+class Exchange {
+ public:
+  // `seq` numbers the call; collectives take link.nextSeq() so all ranks agree on it.
+  Exchange(Link& link, TrafficMeter& meter, std::string op, std::string phase, std::chrono::milliseconds timeout,
+           uint32_t seq);
+  ~Exchange();
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  uint32_t seq() const { return seq_; }
+  uint64_t slot(uint32_t sub, uint32_t step, uint32_t seg = 0) const { return makeSlot(seq_, sub, step, seg); }
+
+  // Zero-byte messages are not sent; both sides skip them by computing the same sizes.
+  // Returns a request id, or -1 for a skipped message (wait(-1) is a no-op).
+  int isend(int peer, const void* ptr, size_t bytes, uint64_t slot);
+  int irecv(int peer, void* ptr, size_t bytes, uint64_t slot);
+  void wait(int req);
+  void waitAll();
+
+ private:
+  struct Request {
+    std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+    int peer;
+    size_t bytes;
+    bool send;
+    bool done;
+  };
+  [[noreturn]] void fail(const Request& r, const std::exception& e);
+
+  Link& link_;
+  TrafficMeter& meter_;
+  std::string op_;
+  std::string phase_;
+  std::chrono::milliseconds timeout_;
+  std::chrono::steady_clock::time_point deadline_;
+  uint32_t seq_;
+  std::vector<Request> reqs_;
+};
+
+}  // namespace lowcomm::comm

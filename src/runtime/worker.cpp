@@ -1,0 +1,41 @@
+#include "lowcomm/runtime/worker.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "lowcomm/base/error.h"
+
+namespace lowcomm::runtime {
+
+int pinTorchThreads(int local_world) {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int n = std::max(1, hw / std::max(1, local_world));
+  at::set_num_threads(n);
+  return n;
+}
+
+Worker initWorker(const WorkerOptions& opts) {
+  auto env = net::detectWorkerEnv();
+  if (!env)
+    throw ConfigError(
+        "no launcher environment: set RANK and WORLD_SIZE (and MASTER_ADDR, MASTER_PORT), start through "
+        "`lowcomm launch`, torchrun, srun (SLURM_PROCID/SLURM_NTASKS) or mpirun (OMPI_COMM_WORLD_*, PMI_*)");
+  if (opts.pin_threads) pinTorchThreads(env->local_world);
+  Worker w;
+  w.env = *env;
+  w.store = std::make_shared<TcpStore>(env->master_addr, env->master_port, env->rank == 0, env->world,
+                                       opts.rendezvous_timeout);
+  comm::CommOptions co = opts.comm;
+  if (co.group_size == 0) co.group_size = env->local_world;
+  co.connect_timeout = opts.rendezvous_timeout;
+  try {
+    w.comm = comm::Communicator::create(w.store, env->rank, env->world, co, opts.transport);
+  } catch (const TimeoutError& e) {
+    throw TimeoutError("rank " + std::to_string(env->rank) + ": " + e.what());
+  }
+  return w;
+}
+
+}  // namespace lowcomm::runtime

@@ -1,0 +1,135 @@
+// Allreduce: every algorithm x dtype x op x count against an exact reference, world sizes 1..7.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "comm/harness.h"
+#include "lowcomm/base/error.h"
+#include "comm/typed_data.h"
+
+using namespace lowcomm;
+using namespace lowcomm::comm;
+using lowcomm::test::CommPtr;
+
+namespace {
+
+double expected(int n, size_t i, DType dt, ReduceOp op) {
+  double sum = 0, mx = -1e300, mn = 1e300;
+  for (int r = 0; r < n; ++r) {
+    const double v = test::valueOf(r, i, dt);
+    sum += v;
+    mx = std::max(mx, v);
+    mn = std::min(mn, v);
+  }
+  switch (op) {
+    case ReduceOp::sum: return sum;
+    case ReduceOp::avg: return test::averaged(dt, sum, n);
+    case ReduceOp::max: return mx;
+    case ReduceOp::min: return mn;
+  }
+  return 0;
+}
+
+void checkAllreduce(std::vector<CommPtr>& comms, Algo algo, DType dt, ReduceOp op, size_t count) {
+  const int n = static_cast<int>(comms.size());
+  std::vector<std::vector<char>> bufs(n);
+  test::onRanks(n, [&](int r) {
+    bufs[r] = test::filled(r, count, dt);
+    comms[r]->allreduce(bufs[r].data(), count, dt, op, algo);
+  });
+  for (int r = 0; r < n; ++r) {
+    size_t wrong = 0, first = 0;
+    for (size_t i = 0; i < count; ++i)
+      if (test::load(dt, bufs[r].data(), i) != expected(n, i, dt, op) && wrong++ == 0) first = i;
+    ASSERT_EQ(wrong, 0u) << "rank " << r << " algo " << algoName(algo) << " dtype " << dtypeName(dt) << " op "
+                         << reduceOpName(op) << " count " << count << " first wrong index " << first << ": got "
+                         << test::load(dt, bufs[r].data(), first) << " want " << expected(n, first, dt, op);
+  }
+}
+
+class AllreduceWorld : public ::testing::TestWithParam<int> {};
+
+TEST_P(AllreduceWorld, EveryAlgoTypeOpAndCount) {
+  const int n = GetParam();
+  CommOptions opts;
+  opts.segment_bytes = 4096;  // small segments exercise the pipelining on modest counts
+  opts.group_size = n >= 4 ? 3 : 2;  // hierarchical: uneven groups when n is not a multiple
+  auto comms = test::makeComms(n, opts);
+  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::ordered, Algo::automatic})
+    for (DType dt : test::kAllTypes)
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min})
+        for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{4099}})
+          checkAllreduce(comms, algo, dt, op, count);
+}
+
+TEST_P(AllreduceWorld, SeveralMiBEveryAlgo) {
+  const int n = GetParam();
+  CommOptions opts;
+  opts.group_size = 2;
+  auto comms = test::makeComms(n, opts);
+  const size_t count = (3u << 20) / 4 + 3;  // 3 MiB of f32, odd count
+  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::ordered})
+    checkAllreduce(comms, algo, DType::f32, ReduceOp::sum, count);
+  checkAllreduce(comms, Algo::ring, DType::bf16, ReduceOp::avg, count);
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, AllreduceWorld, ::testing::Range(1, 8));
+
+// Random floats: the deterministic mode's result equals a rank-ordered sequential sum bit for
+// bit, on every rank, and again on a second run.
+TEST(AllreduceDeterministic, RankOrderedSumBitExact) {
+  const int n = 5;
+  CommOptions opts;
+  opts.deterministic = true;
+  auto comms = test::makeComms(n, opts);
+  const size_t count = 100003;
+  std::vector<std::vector<float>> in(n, std::vector<float>(count));
+  std::mt19937 gen(7);
+  std::normal_distribution<float> d(0.f, 1e3f);
+  for (auto& v : in)
+    for (auto& x : v) x = d(gen);
+  std::vector<float> want(count);
+  for (size_t i = 0; i < count; ++i) {
+    float acc = in[0][i];
+    for (int r = 1; r < n; ++r) acc += in[r][i];
+    want[i] = acc;
+  }
+  for (int run = 0; run < 2; ++run) {
+    auto bufs = in;
+    test::onRanks(n, [&](int r) { comms[r]->allreduce(bufs[r].data(), count, DType::f32, ReduceOp::sum); });
+    for (int r = 0; r < n; ++r) ASSERT_EQ(0, std::memcmp(bufs[r].data(), want.data(), count * 4)) << "rank " << r;
+  }
+}
+
+// Non-deterministic algorithms still give every rank the same bits.
+TEST(AllreduceConsistency, AllRanksGetIdenticalBits) {
+  const int n = 6;
+  auto comms = test::makeComms(n);
+  const size_t count = 65537;
+  for (Algo algo : {Algo::ring, Algo::halving_doubling}) {
+    std::vector<std::vector<float>> bufs(n, std::vector<float>(count));
+    std::mt19937 gen(11);
+    std::uniform_real_distribution<float> d(-1.f, 1.f);
+    for (auto& v : bufs)
+      for (auto& x : v) x = d(gen);
+    test::onRanks(n, [&](int r) { comms[r]->allreduce(bufs[r].data(), count, DType::f32, ReduceOp::sum, algo); });
+    for (int r = 1; r < n; ++r) ASSERT_EQ(0, std::memcmp(bufs[r].data(), bufs[0].data(), count * 4)) << algoName(algo);
+  }
+}
+
+TEST(AllreduceSelector, ForcedAndDeterministicChoices) {
+  auto comms = test::makeComms(1);
+  auto& c = *comms[0];
+  EXPECT_EQ(c.chooseAllreduce(1 << 20, Algo::halving_doubling), Algo::halving_doubling);
+  CommOptions o;
+  o.deterministic = true;
+  c.setOptions(o);
+  EXPECT_EQ(c.chooseAllreduce(1 << 20, Algo::ring), Algo::ordered);
+  o = CommOptions{};
+  c.setOptions(o);
+  EXPECT_THROW(c.chooseAllreduce(64, Algo::tree), ConfigError);
+}
+
+}  // namespace

@@ -1,0 +1,175 @@
+// Broadcast, allgather(v), reduce-scatter, alltoall, barrier and send/recv over world sizes 1..7.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <numeric>
+#include <thread>
+
+#include "comm/harness.h"
+#include "lowcomm/base/error.h"
+#include "comm/typed_data.h"
+
+using namespace lowcomm;
+using namespace lowcomm::comm;
+
+namespace {
+
+class Collectives : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    CommOptions opts;
+    opts.segment_bytes = 1024;
+    opts.timeout = std::chrono::seconds(30);
+    comms_ = test::makeComms(GetParam(), opts);
+  }
+  int n() const { return GetParam(); }
+  std::vector<test::CommPtr> comms_;
+};
+
+const size_t kCounts[] = {0, 1, 7, 20000};
+
+TEST_P(Collectives, BroadcastFromEveryRoot) {
+  for (DType dt : test::kAllTypes)
+    for (size_t count : kCounts)
+      for (int root = 0; root < n(); ++root) {
+        std::vector<std::vector<char>> bufs(n());
+        test::onRanks(n(), [&](int r) {
+          bufs[r] = r == root ? test::filled(root, count, dt) : std::vector<char>(count * dtypeSize(dt) + 1, 0);
+          comms_[r]->broadcast(bufs[r].data(), count, dt, root);
+        });
+        for (int r = 0; r < n(); ++r)
+          for (size_t i = 0; i < count; ++i)
+            ASSERT_EQ(test::load(dt, bufs[r].data(), i), test::valueOf(root, i, dt))
+                << "root " << root << " rank " << r << " i " << i << " " << dtypeName(dt);
+      }
+}
+
+TEST_P(Collectives, Allgather) {
+  for (DType dt : test::kAllTypes)
+    for (size_t count : kCounts) {
+      const size_t es = dtypeSize(dt);
+      std::vector<std::vector<char>> out(n(), std::vector<char>(n() * count * es + 1));
+      test::onRanks(n(), [&](int r) {
+        auto in = test::filled(r, count, dt);
+        comms_[r]->allgather(in.data(), out[r].data(), count, dt);
+      });
+      for (int r = 0; r < n(); ++r)
+        for (int src = 0; src < n(); ++src)
+          for (size_t i = 0; i < count; ++i)
+            ASSERT_EQ(test::load(dt, out[r].data(), src * count + i), test::valueOf(src, i, dt));
+    }
+}
+
+TEST_P(Collectives, AllgathervWithUnevenAndEmptyBlocks) {
+  const DType dt = DType::f32;
+  std::vector<size_t> counts(n());
+  for (int r = 0; r < n(); ++r) counts[r] = (r % 3 == 1) ? 0 : 1000 * r + 3;  // some ranks send nothing
+  const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+  std::vector<std::vector<float>> out(n(), std::vector<float>(total + 1));
+  test::onRanks(n(), [&](int r) {
+    auto in = test::filled(r, counts[r], dt);
+    comms_[r]->allgatherv(in.data(), counts[r], out[r].data(), counts, dt);
+  });
+  for (int r = 0; r < n(); ++r) {
+    size_t at = 0;
+    for (int src = 0; src < n(); ++src)
+      for (size_t i = 0; i < counts[src]; ++i, ++at) ASSERT_EQ(out[r][at], test::valueOf(src, i, dt));
+  }
+}
+
+TEST_P(Collectives, ReduceScatterEveryOp) {
+  for (DType dt : {DType::f32, DType::bf16, DType::i64})
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min})
+      for (size_t count : kCounts) {
+        const size_t es = dtypeSize(dt);
+        std::vector<std::vector<char>> out(n(), std::vector<char>(count * es + 1));
+        test::onRanks(n(), [&](int r) {
+          auto in = test::filled(r, n() * count, dt);
+          comms_[r]->reduceScatter(in.data(), out[r].data(), count, dt, op);
+        });
+        for (int r = 0; r < n(); ++r)
+          for (size_t i = 0; i < count; ++i) {
+            double sum = 0, mx = -1e9, mn = 1e9;
+            for (int s = 0; s < n(); ++s) {
+              const double v = test::valueOf(s, r * count + i, dt);
+              sum += v, mx = std::max(mx, v), mn = std::min(mn, v);
+            }
+            const double want = op == ReduceOp::sum ? sum
+                                : op == ReduceOp::avg ? test::averaged(dt, sum, n())
+                                : op == ReduceOp::max ? mx : mn;
+            ASSERT_EQ(test::load(dt, out[r].data(), i), want) << "rank " << r << " i " << i << " " << reduceOpName(op);
+          }
+      }
+}
+
+TEST_P(Collectives, Alltoall) {
+  for (size_t count : kCounts) {
+    std::vector<std::vector<int64_t>> out(n(), std::vector<int64_t>(n() * count + 1));
+    test::onRanks(n(), [&](int r) {
+      std::vector<int64_t> in(n() * count + 1);
+      for (int j = 0; j < n(); ++j)
+        for (size_t i = 0; i < count; ++i) in[j * count + i] = r * 1000000 + j * 1000 + static_cast<int64_t>(i);
+      comms_[r]->alltoall(in.data(), out[r].data(), count, DType::i64);
+    });
+    for (int r = 0; r < n(); ++r)
+      for (int src = 0; src < n(); ++src)
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_EQ(out[r][src * count + i], src * 1000000 + r * 1000 + static_cast<int64_t>(i));
+  }
+}
+
+TEST_P(Collectives, BarrierHoldsEveryoneUntilTheLastArrives) {
+  std::atomic<int> arrived{0};
+  std::atomic<int> early{0};
+  test::onRanks(n(), [&](int r) {
+    if (r == n() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    arrived++;
+    comms_[r]->barrier();
+    if (arrived.load() != n()) early++;
+  });
+  EXPECT_EQ(early.load(), 0);
+}
+
+TEST_P(Collectives, SendRecvRingOfMessagesWithTags) {
+  if (n() == 1) GTEST_SKIP() << "send/recv needs two ranks";
+  // send() completes once the receiver has posted the matching recv (Gloo's rendezvous), so
+  // even ranks send first and odd ranks receive first; tags keep the two messages apart.
+  std::vector<std::vector<int32_t>> got(n(), std::vector<int32_t>(2 * 5000));
+  test::onRanks(n(), [&](int r) {
+    std::vector<int32_t> a(5000, r), b(5000, -r);
+    const int next = (r + 1) % n(), prev = (r + n() - 1) % n();
+    auto sendBoth = [&] {
+      comms_[r]->send(a.data(), a.size() * 4, next, 1);
+      comms_[r]->send(b.data(), b.size() * 4, next, 2);
+    };
+    auto recvBoth = [&] {
+      comms_[r]->recv(got[r].data(), 5000 * 4, prev, 1);
+      comms_[r]->recv(got[r].data() + 5000, 5000 * 4, prev, 2);
+    };
+    // With odd n, the last rank (even) and rank 0 (even) would both send first: rank n-1 receives first.
+    const bool sender_first = r % 2 == 0 && !(n() % 2 == 1 && r == n() - 1);
+    if (sender_first) sendBoth(), recvBoth();
+    else recvBoth(), sendBoth();
+  });
+  for (int r = 0; r < n(); ++r) {
+    const int prev = (r + n() - 1) % n();
+    EXPECT_EQ(got[r][0], prev);
+    EXPECT_EQ(got[r][4999], prev);
+    EXPECT_EQ(got[r][5000], -prev);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, Collectives, ::testing::Range(1, 8));
+
+TEST(CollectivesArgs, BadArgumentsAreConfigErrors) {
+  auto comms = test::makeComms(2);
+  test::onRanks(2, [&](int r) {
+    int x = 0;
+    EXPECT_THROW(comms[r]->broadcast(&x, 1, DType::i32, 2), ConfigError);
+    EXPECT_THROW(comms[r]->allgatherv(&x, 1, &x, {1}, DType::i32), ConfigError);
+    EXPECT_THROW(comms[r]->send(&x, 4, r, 0), ConfigError);
+  });
+}
+
+}  // namespace

@@ -1,0 +1,81 @@
+// Timeouts, dead peers and mismatched calls turn into clear errors, never hangs.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "comm/harness.h"
+#include "lowcomm/base/error.h"
+
+using namespace lowcomm;
+using namespace lowcomm::comm;
+using namespace std::chrono;
+
+TEST(Failure, StuckPeerTimesOutNamingTheRank) {
+  CommOptions opts;
+  opts.timeout = milliseconds(400);
+  auto comms = test::makeComms(3, opts);
+  std::vector<std::string> errors(3);
+  const auto t0 = steady_clock::now();
+  test::onRanks(3, [&](int r) {
+    if (r == 2) return;  // rank 2 never joins the collective
+    std::vector<float> x(1000, 1.f);
+    try {
+      comms[r]->allreduce(x.data(), x.size(), DType::f32, ReduceOp::sum, Algo::ring);
+    } catch (const TimeoutError& e) {
+      errors[r] = e.what();
+    }
+  });
+  EXPECT_LT(steady_clock::now() - t0, seconds(10));
+  // Rank 0 waits on rank 2 (its ring predecessor); rank 1 on rank 0 or 2.
+  EXPECT_NE(errors[0].find("rank 2"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("timed out"), std::string::npos) << errors[0];
+  EXPECT_FALSE(errors[1].empty());
+  // The communicator refuses further use instead of computing garbage.
+  float y = 0;
+  EXPECT_THROW(comms[0]->allreduce(&y, 1, DType::f32, ReduceOp::sum), PeerError);
+}
+
+TEST(Failure, DeadPeerIsAPeerErrorNamingTheRank) {
+  CommOptions opts;
+  opts.timeout = seconds(20);
+  auto comms = test::makeComms(2, opts);
+  comms[1].reset();  // rank 1 "dies": its sockets close
+  std::vector<float> x(1 << 16, 1.f);
+  const auto t0 = steady_clock::now();
+  try {
+    comms[0]->allreduce(x.data(), x.size(), DType::f32, ReduceOp::sum);
+    FAIL() << "allreduce with a dead peer returned";
+  } catch (const PeerError& e) {
+    EXPECT_EQ(e.rank(), 1) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+  } catch (const TimeoutError& e) {
+    FAIL() << "a closed connection should be seen before the timeout: " << e.what();
+  }
+  EXPECT_LT(steady_clock::now() - t0, seconds(10));
+}
+
+TEST(Failure, MismatchedCallsAreDetectedInDebugMode) {
+  CommOptions opts;
+  opts.debug_check = true;
+  opts.timeout = seconds(20);
+  auto comms = test::makeComms(3, opts);
+  std::vector<std::string> errors(3);
+  test::onRanks(3, [&](int r) {
+    std::vector<float> x(16, 1.f);
+    try {
+      comms[r]->allreduce(x.data(), r == 1 ? 11 : 10, DType::f32, ReduceOp::sum);
+    } catch (const MismatchError& e) {
+      errors[r] = e.what();
+    }
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(errors[r].find("rank 1: allreduce count=11"), std::string::npos) << errors[r];
+    EXPECT_NE(errors[r].find("rank 0: allreduce count=10"), std::string::npos) << errors[r];
+  }
+  // Matching calls pass the check.
+  test::onRanks(3, [&](int r) {
+    double v = r;
+    comms[r]->allreduce(&v, 1, DType::f64, ReduceOp::max);
+    EXPECT_EQ(v, 2.0);
+  });
+}

@@ -1,0 +1,62 @@
+// The traffic meter counts exactly the algorithms' known volumes.
+#include <gtest/gtest.h>
+
+#include "comm/harness.h"
+
+using namespace lowcomm;
+using namespace lowcomm::comm;
+
+TEST(Traffic, RingAllreduceSends2NMinus1OverNPerRank) {
+  for (int n : {2, 3, 4, 5, 7}) {
+    auto comms = test::makeComms(n);
+    const size_t count = 7 * 60 * 1024;  // divisible by every n here
+    test::onRanks(n, [&](int r) {
+      std::vector<float> x(count, 1.f);
+      comms[r]->setPhase("grad");
+      comms[r]->allreduce(x.data(), count, DType::f32, ReduceOp::sum, Algo::ring);
+    });
+    for (int r = 0; r < n; ++r) {
+      const auto s = comms[r]->meter().snapshot();
+      const uint64_t want = 2ull * (n - 1) * count * 4 / n;
+      EXPECT_EQ(s.total.bytes_sent, want) << "n " << n;
+      EXPECT_EQ(s.total.bytes_recv, want) << "n " << n;
+      EXPECT_EQ(s.by_op.at("allreduce").bytes_sent, want);
+      EXPECT_EQ(s.by_phase.at("grad").bytes_sent, want);
+    }
+  }
+}
+
+TEST(Traffic, HalvingDoublingPowerOfTwoMatchesRingVolume) {
+  const int n = 4;
+  auto comms = test::makeComms(n);
+  const size_t count = 1 << 16;
+  test::onRanks(n, [&](int r) {
+    std::vector<float> x(count, 1.f);
+    comms[r]->allreduce(x.data(), count, DType::f32, ReduceOp::sum, Algo::halving_doubling);
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(comms[r]->meter().snapshot().total.bytes_sent, 2ull * 3 * count * 4 / 4);
+}
+
+TEST(Traffic, PhasesOpsAndReset) {
+  const int n = 3;
+  auto comms = test::makeComms(n);
+  test::onRanks(n, [&](int r) {
+    std::vector<int32_t> x(300, r), all(900);
+    comms[r]->setPhase("sync");
+    comms[r]->allgather(x.data(), all.data(), 300, DType::i32);
+    comms[r]->setPhase("bcast");
+    comms[r]->broadcast(x.data(), 300, DType::i32, 0);
+  });
+  // Allgather: every rank receives the other two blocks (and sends n-1 blocks around the ring).
+  for (int r = 0; r < n; ++r) {
+    auto s = comms[r]->meter().snapshot();
+    EXPECT_EQ(s.by_phase.at("sync").bytes_recv, 2u * 300 * 4);
+    EXPECT_EQ(s.by_phase.at("sync").bytes_sent, 2u * 300 * 4);
+    EXPECT_EQ(s.by_op.at("allgather").bytes_recv, 2u * 300 * 4);
+    // Binomial tree from rank 0 with 3 ranks: 0 sends to 1 and 2.
+    EXPECT_EQ(s.by_phase.at("bcast").bytes_recv, r == 0 ? 0u : 1200u);
+    EXPECT_EQ(s.by_phase.at("bcast").bytes_sent, r == 0 ? 2400u : 0u);
+    comms[r]->meter().reset();
+    EXPECT_EQ(comms[r]->meter().snapshot().total.bytes_sent, 0u);
+  }
+}
