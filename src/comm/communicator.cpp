@@ -88,10 +88,10 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
   const Group g = Group::world(rank_, size_);
   char* p = static_cast<char*>(buf);
   switch (a) {
-    case Algo::halving_doubling: allreduceHalvingDoubling(ex, g, p, count, dt, op, 0); break;
-    case Algo::hierarchical: allreduceHierarchical(ex, g, opts_.group_size, p, count, dt, op, opts_.segment_bytes); break;
-    case Algo::ordered: allreduceOrdered(ex, g, p, count, dt, op, opts_.segment_bytes); break;
-    default: allreduceRing(ex, g, p, count, dt, op, opts_.segment_bytes, 0); break;
+    case Algo::halving_doubling: allreduceHalvingDoubling(ex, g, p, count, dt, op, 0, link_->scratch()); break;
+    case Algo::hierarchical: allreduceHierarchical(ex, g, opts_.group_size, p, count, dt, op, opts_.segment_bytes, link_->scratch()); break;
+    case Algo::ordered: allreduceOrdered(ex, g, p, count, dt, op, opts_.segment_bytes, link_->scratch()); break;
+    default: allreduceRing(ex, g, p, count, dt, op, opts_.segment_bytes, 0, link_->scratch()); break;
   }
   if (op == ReduceOp::avg) divideBy(buf, count, dt, size_);
 }
@@ -146,7 +146,9 @@ void Communicator::reduceScatter(const void* send, void* recv, size_t recv_count
   {
     Exchange ex(*link_, *meter_, "reduce_scatter", phase_, opts_.timeout, link_->nextSeq());
     ringReduceScatter(ex, Group::world(rank_, size_), work.data(), off, dt, op,
-                      segmentElems(opts_.segment_bytes, es, recv_count), 0);
+                      segmentElems(opts_.segment_bytes, es, recv_count), 0,
+                      link_->scratch().get(ringScratchBytes(off, es)));
+    ex.waitAll();
   }
   std::memcpy(recv, work.data() + off[rank_] * es, recv_count * es);
   if (op == ReduceOp::avg) divideBy(recv, recv_count, dt, size_);

@@ -24,6 +24,22 @@ class UnboundBuffer;
 
 namespace lowcomm::comm {
 
+// Grow-only scratch memory reused across calls (not zeroed).
+class Scratch {
+ public:
+  char* get(size_t bytes) {
+    if (bytes > size_) {
+      data_.reset(new char[bytes]);
+      size_ = bytes;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0;
+};
+
 class Link {
  public:
   Link(std::shared_ptr<gloo::Context> ctx, std::shared_ptr<gloo::transport::Device> dev);
@@ -32,6 +48,7 @@ class Link {
   int size() const;
   gloo::Context& context() { return *ctx_; }
   const std::shared_ptr<gloo::transport::Device>& device() const { return dev_; }
+  Scratch& scratch() { return scratch_; }
   // Collective call numbers; kP2PSeq is reserved for send/recv.
   uint32_t nextSeq() {
     if (++seq_ == kP2PSeq) seq_ = 1;
@@ -47,6 +64,7 @@ class Link {
   std::shared_ptr<gloo::transport::Device> dev_;
   uint32_t seq_ = 0;
   std::string broken_;
+  Scratch scratch_;
 };
 
 // Slot layout: | seq:32 | sub:6 | step:10 | seg:16 |. Sender and receiver compute the same

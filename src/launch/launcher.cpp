@@ -7,6 +7,9 @@
 // unrelated process that reused the number.
 #include "lowcomm/launch/launcher.h"
 
+#include <dirent.h>
+#include <fstream>
+#include <thread>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -212,7 +215,10 @@ class Supervisor {
     }
     // After a failure or an interrupt nothing of the job may linger (children that ignored
     // SIGTERM or closed their output); the zombie leaders keep the group ids ours.
-    if (stopping()) signalAll(SIGKILL);
+    if (stopping()) {
+      signalAll(SIGKILL);
+      awaitGroupsGone(std::chrono::seconds(2));
+    }
     for (auto& w : workers_) {
       flushPartial(w.out);
       flushPartial(w.err);
@@ -312,6 +318,38 @@ class Supervisor {
                   "')" + why);
     }
     w.pid = pid;
+  }
+
+  // SIGKILL is delivered asynchronously: wait until no live (non-zombie) process remains in
+  // any worker's group, so that "stopped" means gone when launch() returns.
+  void awaitGroupsGone(std::chrono::milliseconds limit) {
+    std::set<pid_t> groups;
+    for (const auto& w : workers_)
+      if (w.pid > 0) groups.insert(w.pid);
+    const auto deadline = Clock::now() + limit;
+    while (liveMemberOf(groups) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+
+  static bool liveMemberOf(const std::set<pid_t>& groups) {
+    DIR* proc = ::opendir("/proc");
+    if (!proc) return false;
+    bool live = false;
+    while (dirent* e = ::readdir(proc)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
+      std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const size_t paren = stat.rfind(')');
+      if (paren == std::string::npos) continue;
+      char state = 0;
+      long ppid = 0, pgrp = 0;
+      if (std::sscanf(stat.c_str() + paren + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) continue;
+      if (state != 'Z' && state != 'X' && groups.count(static_cast<pid_t>(pgrp))) {
+        live = true;
+        break;
+      }
+    }
+    ::closedir(proc);
+    return live;
   }
 
   // Signals every worker's group; exited leaders' groups too, as their children may remain.

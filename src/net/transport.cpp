@@ -51,15 +51,24 @@ void waitForRanks(Store& store, const std::string& prefix, int size, std::chrono
   std::vector<int> missing;
   for (int r = 0; r < size; ++r) missing.push_back(r);
   auto sleep = std::chrono::milliseconds(1);
+  auto listMissing = [&] {
+    std::string list;
+    for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
+    return list;
+  };
   while (true) {
     std::vector<int> still;
-    for (int r : missing)
-      if (!store.check(prefix + "/arrived/" + std::to_string(r))) still.push_back(r);
+    try {
+      for (int r : missing)
+        if (!store.check(prefix + "/arrived/" + std::to_string(r))) still.push_back(r);
+    } catch (const PeerError& e) {
+      throw PeerError(e.rank(), "rendezvous: lost the store while waiting for ranks; missing ranks: " +
+                                    listMissing() + ": " + e.what());
+    }
     missing.swap(still);
     if (missing.empty()) return;
     if (std::chrono::steady_clock::now() >= deadline) {
-      std::string list;
-      for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
+      const std::string list = listMissing();
       throw TimeoutError("rendezvous: " + std::to_string(missing.size()) + " of " + std::to_string(size) +
                          " ranks did not arrive within " + std::to_string(timeout.count()) +
                          " ms; missing ranks: " + list);

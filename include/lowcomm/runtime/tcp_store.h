@@ -25,6 +25,10 @@ class TcpStore : public net::Store {
   c10::intrusive_ptr<c10d::Store> c10dStore() const { return store_; }
 
  private:
+  template <typename F>
+  auto guarded(const char* what, const std::string& key, F&& f);
+
+  std::string where_;
   c10::intrusive_ptr<c10d::TCPStore> store_;
 };
 

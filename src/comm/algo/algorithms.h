@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "../link.h"
@@ -28,21 +29,33 @@ std::vector<size_t> evenOffsets(size_t count, int n);
 // Elements per pipelining segment for `es`-byte elements, keeping segments per chunk bounded.
 size_t segmentElems(size_t segment_bytes, size_t es, size_t max_chunk_elems);
 
+// Receives are posted before anything is sent: Gloo moves data only once the receiver has
+// posted (its TCP pairs rendezvous per message), so early posting removes a round trip per
+// message and keeps the pipeline full.
+
 // Ring reduce-scatter: chunk c of buf (elements [off[c], off[c+1])) ends reduced on member c.
+// `tmp` holds ringScratchBytes() bytes. Sends may still be pending on return (ex.waitAll()).
+size_t ringScratchBytes(const std::vector<size_t>& off, size_t es);
 void ringReduceScatter(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off, DType dt,
-                       ReduceOp op, size_t seg_elems, uint32_t sub);
+                       ReduceOp op, size_t seg_elems, uint32_t sub, char* tmp);
+
 // Ring allgather: member c's block (bytes [off[c], off[c+1]) of buf) ends on every member.
+// Receives can be posted early (postRingAllgather) when the caller knows no earlier step still
+// reads the regions they land in; ringAllgather then uses them.
+using Posted = std::vector<std::vector<int>>;
+Posted postRingAllgather(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off_bytes,
+                         size_t seg_bytes, uint32_t sub);
 void ringAllgather(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off_bytes,
-                   size_t seg_bytes, uint32_t sub);
+                   size_t seg_bytes, uint32_t sub, const Posted* posted = nullptr);
 
 void allreduceRing(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
-                   size_t seg_bytes, uint32_t sub);  // uses sub and sub+1
+                   size_t seg_bytes, uint32_t sub, Scratch& scratch);  // uses sub and sub+1
 void allreduceHalvingDoubling(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
-                              uint32_t sub);
+                              uint32_t sub, Scratch& scratch);
 void allreduceHierarchical(Exchange& ex, const Group& g, int group_size, char* buf, size_t count, DType dt,
-                           ReduceOp op, size_t seg_bytes);  // uses subs 0..7
+                           ReduceOp op, size_t seg_bytes, Scratch& scratch);  // uses subs 0..7
 void allreduceOrdered(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
-                      size_t seg_bytes);  // uses subs 0..1
+                      size_t seg_bytes, Scratch& scratch);  // uses subs 0..1
 
 // Segmented binomial-tree broadcast from member `root`.
 void broadcastTree(Exchange& ex, const Group& g, char* buf, size_t bytes, int root, size_t seg_bytes,

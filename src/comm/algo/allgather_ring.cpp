@@ -1,5 +1,5 @@
 // Ring allgather (and allgatherv: blocks may differ in size), segmented and pipelined: each
-// received segment is forwarded at once.
+// received segment is forwarded at once. All receives land directly in the output.
 #include <algorithm>
 
 #include "algorithms.h"
@@ -7,31 +7,52 @@
 
 namespace lowcomm::comm {
 
+namespace {
+size_t segFor(const std::vector<size_t>& off, size_t seg_bytes) {
+  size_t max_len = 0;
+  for (size_t c = 0; c + 1 < off.size(); ++c) max_len = std::max(max_len, off[c + 1] - off[c]);
+  return segmentElems(seg_bytes, 1, max_len);
+}
+}  // namespace
+
+// At step s member r receives block r-s-1 from its predecessor.
+Posted postRingAllgather(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off, size_t seg_bytes,
+                         uint32_t sub) {
+  const int n = g.size();
+  const int r = g.me, prev = g.peer(r - 1);
+  const size_t seg = segFor(off, seg_bytes);
+  Posted rq(std::max(0, n - 1));
+  for (int step = 0; step < n - 1; ++step) {
+    const int c = (((r - step - 1) % n) + n) % n;
+    const size_t o = off[c], len = off[c + 1] - off[c];
+    for (size_t k = 0, s = 0; s < len; ++k, s += seg)
+      rq[step].push_back(ex.irecv(prev, buf + o + s, std::min(seg, len - s), ex.slot(sub, step, k)));
+  }
+  return rq;
+}
+
 void ringAllgather(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off, size_t seg_bytes,
-                   uint32_t sub) {
+                   uint32_t sub, const Posted* posted) {
   const int n = g.size();
   if (n == 1) return;
   LC_ENFORCE_LT(static_cast<uint32_t>(n), kMaxSteps, "ring too large");
-  const int r = g.me;
-  const int next = g.peer(r + 1), prev = g.peer(r - 1);
-  size_t max_len = 0;
-  for (int c = 0; c < n; ++c) max_len = std::max(max_len, off[c + 1] - off[c]);
-  const size_t seg = segmentElems(seg_bytes, 1, max_len);
-  auto block = [&](int c) { c = ((c % n) + n) % n; return std::make_pair(off[c], off[c + 1] - off[c]); };
-
+  const int r = g.me, next = g.peer(r + 1);
+  const size_t seg = segFor(off, seg_bytes);
+  Posted own;
+  if (!posted) {
+    own = postRingAllgather(ex, g, buf, off, seg_bytes, sub);
+    posted = &own;
+  }
   {
-    auto [o, len] = block(r);
+    const size_t o = off[r], len = off[r + 1] - off[r];
     for (size_t k = 0, s = 0; s < len; ++k, s += seg)
       ex.isend(next, buf + o + s, std::min(seg, len - s), ex.slot(sub, 0, k));
   }
-  std::vector<int> rq;
   for (int step = 0; step < n - 1; ++step) {
-    auto [o, len] = block(r - step - 1);
-    rq.clear();
-    for (size_t k = 0, s = 0; s < len; ++k, s += seg)
-      rq.push_back(ex.irecv(prev, buf + o + s, std::min(seg, len - s), ex.slot(sub, step, k)));
+    const int c = (((r - step - 1) % n) + n) % n;
+    const size_t o = off[c], len = off[c + 1] - off[c];
     for (size_t k = 0, s = 0; s < len; ++k, s += seg) {
-      ex.wait(rq[k]);
+      ex.wait((*posted)[step][k]);
       if (step < n - 2) ex.isend(next, buf + o + s, std::min(seg, len - s), ex.slot(sub, step + 1, k));
     }
   }

@@ -2,6 +2,10 @@
 // allgather, over the largest power of two p <= n. For other n, the first 2(n-p) ranks first
 // fold pairwise (even sends to odd), and the odd ones return the result at the end.
 // log2(p) steps each way: fewer, larger messages than the ring (good for small/medium sizes).
+//
+// Every receive is posted up front (halving steps into disjoint scratch slices, doubling steps
+// straight into the buffer): data for a region only arrives after the partner reduced it, which
+// needed our own send of that region to have left the buffer.
 #include <vector>
 
 #include "../reduce.h"
@@ -9,77 +13,83 @@
 
 namespace lowcomm::comm {
 
+namespace {
+struct Range {
+  size_t lo, hi;
+};
+}  // namespace
+
 void allreduceHalvingDoubling(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
-                              uint32_t sub) {
+                              uint32_t sub, Scratch& scratch) {
   const int n = g.size();
   if (n == 1 || count == 0) return;
   const size_t es = dtypeSize(dt);
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
+  int p = 1, logp = 0;
+  while (p * 2 <= n) p *= 2, ++logp;
   const int rem = n - p;
   const int r = g.me;
-  std::vector<char> tmp;
-  uint32_t step = 0;
+  // Scratch: the folded-in buffer (count) + one slice per halving step (< count in total).
+  char* tmp = scratch.get(2 * count * es + es);
+  const uint32_t last_step = 1 + 2 * logp;
 
-  int vr;  // rank among the p participants, -1 when folded away
-  if (r < 2 * rem) {
-    if (r % 2 == 0) {
-      ex.wait(ex.isend(g.peer(r + 1), buf, count * es, ex.slot(sub, step)));
-      vr = -1;
-    } else {
-      tmp.resize(count * es);
-      ex.wait(ex.irecv(g.peer(r - 1), tmp.data(), count * es, ex.slot(sub, step)));
-      reduceInto(buf, tmp.data(), count, dt, op);
-      vr = r / 2;
-    }
-  } else {
-    vr = r - rem;
-  }
-  ++step;
+  const bool folds = r < 2 * rem;
+  const int vr = folds ? (r % 2 == 0 ? -1 : r / 2) : r - rem;  // -1: folded away
   auto real = [&](int v) { return g.peer(v < rem ? 2 * v + 1 : v + rem); };
 
-  if (vr >= 0) {
-    tmp.resize((count / 2 + 1) * es);
-    struct Range { size_t lo, hi; };
-    std::vector<Range> kept;
-    size_t lo = 0, hi = count;
-    for (int mask = p / 2; mask >= 1; mask /= 2, ++step) {
-      const int partner = vr ^ mask;
-      const size_t mid = lo + (hi - lo) / 2;
-      const bool lower = vr < partner;
-      const size_t klo = lower ? lo : mid, khi = lower ? mid : hi;
-      const size_t slo = lower ? mid : lo, shi = lower ? hi : mid;
-      int s = ex.isend(real(partner), buf + slo * es, (shi - slo) * es, ex.slot(sub, step));
-      int q = ex.irecv(real(partner), tmp.data(), (khi - klo) * es, ex.slot(sub, step));
-      ex.wait(q);
-      reduceInto(buf + klo * es, tmp.data(), khi - klo, dt, op);
-      ex.wait(s);
-      kept.push_back({lo, hi});
-      lo = klo;
-      hi = khi;
-    }
-    for (int mask = 1; mask < p; mask *= 2, ++step) {
-      const int partner = vr ^ mask;
-      const Range parent = kept.back();
-      kept.pop_back();
-      // The partner holds the other half of `parent`.
-      const size_t olo = (lo == parent.lo) ? hi : parent.lo;
-      const size_t ohi = (lo == parent.lo) ? parent.hi : lo;
-      int s = ex.isend(real(partner), buf + lo * es, (hi - lo) * es, ex.slot(sub, step));
-      int q = ex.irecv(real(partner), buf + olo * es, (ohi - olo) * es, ex.slot(sub, step));
-      ex.wait(q);
-      ex.wait(s);
-      lo = parent.lo;
-      hi = parent.hi;
-    }
-  } else {
-    step += 2 * __builtin_ctz(static_cast<unsigned>(p));
+  if (vr < 0) {  // even folding rank: hand our data over, get the result back at the end
+    int q = ex.irecv(g.peer(r + 1), buf, count * es, ex.slot(sub, last_step));
+    ex.wait(ex.isend(g.peer(r + 1), buf, count * es, ex.slot(sub, 0)));
+    ex.wait(q);
+    ex.waitAll();
+    return;
   }
 
-  if (r < 2 * rem) {
-    if (r % 2 == 1) ex.wait(ex.isend(g.peer(r - 1), buf, count * es, ex.slot(sub, step)));
-    else ex.wait(ex.irecv(g.peer(r + 1), buf, count * es, ex.slot(sub, step)));
+  // Plan the halving: the range kept after each step, and what the partner sends us.
+  // given[i] is the half of kept[i] handed to the partner at step i (and received back when
+  // doubling).
+  std::vector<Range> kept{{0, count}}, given;
+  std::vector<int> partner;
+  for (int mask = p / 2; mask >= 1; mask /= 2) {
+    const Range cur = kept.back();
+    const size_t mid = cur.lo + (cur.hi - cur.lo) / 2;
+    const int pv = vr ^ mask;
+    partner.push_back(real(pv));
+    kept.push_back(vr < pv ? Range{cur.lo, mid} : Range{mid, cur.hi});
+    given.push_back(vr < pv ? Range{mid, cur.hi} : Range{cur.lo, mid});
   }
+  // Post every receive now.
+  int fold_q = -1;
+  if (folds) fold_q = ex.irecv(g.peer(r - 1), tmp, count * es, ex.slot(sub, 0));
+  std::vector<int> half_q(logp), dbl_q(logp);
+  size_t slice = count;  // scratch offset (elements) of the next halving slice
+  std::vector<size_t> slice_at(logp);
+  for (int i = 0; i < logp; ++i) {
+    const Range k = kept[i + 1];
+    slice_at[i] = slice;
+    half_q[i] = ex.irecv(partner[i], tmp + slice * es, (k.hi - k.lo) * es, ex.slot(sub, 1 + i));
+    slice += k.hi - k.lo;
+  }
+  for (int i = logp - 1; i >= 0; --i) {  // doubling: receive the other half of kept[i]
+    const Range other = given[i];
+    dbl_q[i] = ex.irecv(partner[i], buf + other.lo * es, (other.hi - other.lo) * es, ex.slot(sub, 1 + logp + (logp - 1 - i)));
+  }
+
+  if (folds) {
+    ex.wait(fold_q);
+    reduceInto(buf, tmp, count, dt, op);
+  }
+  for (int i = 0; i < logp; ++i) {
+    const Range k = kept[i + 1], send = given[i];
+    ex.isend(partner[i], buf + send.lo * es, (send.hi - send.lo) * es, ex.slot(sub, 1 + i));
+    ex.wait(half_q[i]);
+    reduceInto(buf + k.lo * es, tmp + slice_at[i] * es, k.hi - k.lo, dt, op);
+  }
+  for (int i = logp - 1; i >= 0; --i) {
+    const Range mine = kept[i + 1];
+    ex.isend(partner[i], buf + mine.lo * es, (mine.hi - mine.lo) * es, ex.slot(sub, 1 + logp + (logp - 1 - i)));
+    ex.wait(dbl_q[i]);
+  }
+  if (folds) ex.isend(g.peer(r - 1), buf, count * es, ex.slot(sub, last_step));
   ex.waitAll();
 }
 

@@ -9,7 +9,7 @@
 namespace lowcomm::comm {
 
 void allreduceHierarchical(Exchange& ex, const Group& g, int group_size, char* buf, size_t count, DType dt,
-                           ReduceOp op, size_t seg_bytes) {
+                           ReduceOp op, size_t seg_bytes, Scratch& scratch) {
   const int n = g.size();
   if (n == 1 || count == 0) return;
   const int gs = std::max(1, std::min(group_size, n));
@@ -23,7 +23,7 @@ void allreduceHierarchical(Exchange& ex, const Group& g, int group_size, char* b
 
   auto off = evenOffsets(count, m);
   const size_t seg = segmentElems(seg_bytes, es, off[1] - off[0]);
-  ringReduceScatter(ex, local, buf, off, dt, op, seg, 0);
+  ringReduceScatter(ex, local, buf, off, dt, op, seg, 0, scratch.get(ringScratchBytes(off, es)));
   // Gather the reduced chunks on the leader.
   if (local.me == 0) {
     for (int c = 1; c < m; ++c) ex.irecv(local.peer(c), buf + off[c] * es, (off[c + 1] - off[c]) * es, ex.slot(1, 0));
@@ -35,7 +35,7 @@ void allreduceHierarchical(Exchange& ex, const Group& g, int group_size, char* b
     Group leaders;
     for (int i = 0; i < n; i += gs) leaders.ranks.push_back(g.ranks[i]);
     leaders.me = my_group;
-    allreduceRing(ex, leaders, buf, count, dt, op, seg_bytes, 2);
+    allreduceRing(ex, leaders, buf, count, dt, op, seg_bytes, 2, scratch);
   }
   broadcastTree(ex, local, buf, count * es, 0, seg_bytes, 4);
 }

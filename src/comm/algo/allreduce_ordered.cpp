@@ -11,24 +11,24 @@
 namespace lowcomm::comm {
 
 void allreduceOrdered(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
-                      size_t seg_bytes) {
+                      size_t seg_bytes, Scratch& scratch) {
   const int n = g.size();
   if (n == 1 || count == 0) return;
   const size_t es = dtypeSize(dt);
   const auto off = evenOffsets(count, n);
   const int r = g.me;
   const size_t mine = off[r + 1] - off[r];
-  std::vector<char> parts(static_cast<size_t>(n) * mine * es);
+  char* parts = scratch.get(static_cast<size_t>(n) * mine * es + 1);
   for (int j = 0; j < n; ++j) {
     if (j == r) continue;
     ex.isend(g.peer(j), buf + off[j] * es, (off[j + 1] - off[j]) * es, ex.slot(0, 0));
-    ex.irecv(g.peer(j), parts.data() + j * mine * es, mine * es, ex.slot(0, 0));
+    ex.irecv(g.peer(j), parts + j * mine * es, mine * es, ex.slot(0, 0));
   }
   ex.waitAll();
-  std::memcpy(parts.data() + r * mine * es, buf + off[r] * es, mine * es);
+  std::memcpy(parts + r * mine * es, buf + off[r] * es, mine * es);
   char* acc = buf + off[r] * es;
-  std::memcpy(acc, parts.data(), mine * es);
-  for (int j = 1; j < n; ++j) reduceInto(acc, parts.data() + j * mine * es, mine, dt, op);
+  std::memcpy(acc, parts, mine * es);
+  for (int j = 1; j < n; ++j) reduceInto(acc, parts + j * mine * es, mine, dt, op);
   std::vector<size_t> off_bytes(off);
   for (auto& o : off_bytes) o *= es;
   ringAllgather(ex, g, buf, off_bytes, seg_bytes, 1);

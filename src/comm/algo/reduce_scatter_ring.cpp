@@ -1,5 +1,6 @@
 // Ring reduce-scatter, segmented and pipelined: a segment reduced at step s is forwarded at
-// once for step s+1, so sending, receiving and reducing overlap.
+// once for step s+1, so sending, receiving and reducing overlap. Every step's receives are
+// posted up front, each into its own scratch slice.
 #include <algorithm>
 
 #include "../reduce.h"
@@ -35,8 +36,20 @@ size_t segmentElems(size_t segment_bytes, size_t es, size_t max_chunk_elems) {
   return std::max(seg, min_seg);
 }
 
+namespace {
+size_t maxChunk(const std::vector<size_t>& off) {
+  size_t m = 0;
+  for (size_t c = 0; c + 1 < off.size(); ++c) m = std::max(m, off[c + 1] - off[c]);
+  return m;
+}
+}  // namespace
+
+size_t ringScratchBytes(const std::vector<size_t>& off, size_t es) {
+  return (off.size() - 2) * maxChunk(off) * es;
+}
+
 void ringReduceScatter(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off, DType dt,
-                       ReduceOp op, size_t seg_elems, uint32_t sub) {
+                       ReduceOp op, size_t seg_elems, uint32_t sub, char* tmp) {
   const int n = g.size();
   if (n == 1) return;
   LC_ENFORCE_LT(static_cast<uint32_t>(n), kMaxSteps, "ring too large");
@@ -44,30 +57,30 @@ void ringReduceScatter(Exchange& ex, const Group& g, char* buf, const std::vecto
   const int next = g.peer(r + 1), prev = g.peer(r - 1);
   const size_t es = dtypeSize(dt);
   auto chunk = [&](int c) { c = ((c % n) + n) % n; return std::make_pair(off[c], off[c + 1] - off[c]); };
-  size_t max_len = 0;
-  for (int c = 0; c < n; ++c) max_len = std::max(max_len, off[c + 1] - off[c]);
-  std::vector<char> tmp(max_len * es);
+  const size_t stride = maxChunk(off) * es;
 
-  // Step 0 sends our own contribution of chunk r-1.
-  {
+  // At step s we receive chunk r-s-2 (partially reduced by the s+1 ranks before us).
+  std::vector<std::vector<int>> rq(n - 1);
+  for (int step = 0; step < n - 1; ++step) {
+    auto [o, len] = chunk(r - step - 2);
+    for (size_t k = 0, s = 0; s < len; ++k, s += seg_elems)
+      rq[step].push_back(ex.irecv(prev, tmp + step * stride + s * es, std::min(seg_elems, len - s) * es,
+                                  ex.slot(sub, step, k)));
+  }
+  {  // Step 0 sends our own contribution of chunk r-1.
     auto [o, len] = chunk(r - 1);
     for (size_t k = 0, s = 0; s < len; ++k, s += seg_elems)
       ex.isend(next, buf + (o + s) * es, std::min(seg_elems, len - s) * es, ex.slot(sub, 0, k));
   }
-  std::vector<int> rq;
   for (int step = 0; step < n - 1; ++step) {
     auto [o, len] = chunk(r - step - 2);
-    rq.clear();
-    for (size_t k = 0, s = 0; s < len; ++k, s += seg_elems)
-      rq.push_back(ex.irecv(prev, tmp.data() + s * es, std::min(seg_elems, len - s) * es, ex.slot(sub, step, k)));
     for (size_t k = 0, s = 0; s < len; ++k, s += seg_elems) {
       const size_t m = std::min(seg_elems, len - s);
-      ex.wait(rq[k]);
-      reduceInto(buf + (o + s) * es, tmp.data() + s * es, m, dt, op);
+      ex.wait(rq[step][k]);
+      reduceInto(buf + (o + s) * es, tmp + step * stride + s * es, m, dt, op);
       if (step < n - 2) ex.isend(next, buf + (o + s) * es, m * es, ex.slot(sub, step + 1, k));
     }
   }
-  ex.waitAll();
 }
 
 }  // namespace lowcomm::comm
