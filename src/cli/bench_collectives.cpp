@@ -166,6 +166,7 @@ int worker(const CollectiveBenchOptions& o) {
   runtime::WorkerOptions wo;
   wo.comm.timeout = std::chrono::seconds(o.timeout_s);
   wo.comm.group_size = o.group_size;
+  wo.comm.segment_bytes = o.segment_bytes;
   wo.transport.iface = o.iface;
   wo.transport.address = o.address;
   auto w = runtime::initWorker(wo);
@@ -249,6 +250,7 @@ int benchCollectives(int argc, char** argv) {
   app.add_option("--iface", o.iface, "network interface to bind (else GLOO_SOCKET_IFNAME, else hostname)");
   app.add_option("--address", o.address, "address to bind");
   app.add_option("--group-size", o.group_size, "ranks per group for hier (0 = LOCAL_WORLD_SIZE)")->capture_default_str();
+  app.add_option("--segment", o.segment_bytes, "pipelining segment of ring/tree algorithms, bytes")->capture_default_str();
   app.add_option("--timeout", o.timeout_s, "per-operation timeout in seconds")->capture_default_str();
   try {
     app.parse(argc, argv);

@@ -16,7 +16,7 @@ struct CollectiveBenchOptions {
   std::vector<std::string> algos{"ring", "hd"};
   comm::DType dtype = comm::DType::f32;
   int warmup = 2;
-  int max_iters = 50;
+  int max_iters = 1000;
   int min_iters = 3;
   double seconds_per_size = 1.0;       // timing budget per (op, algo, size)
   bool baseline = true;                // also measure c10d::ProcessGroupGloo
@@ -24,6 +24,7 @@ struct CollectiveBenchOptions {
   std::string iface, address;
   int group_size = 0;                  // hierarchical allreduce; 0 = LOCAL_WORLD_SIZE
   int timeout_s = 300;
+  size_t segment_bytes = 1 << 20;
 };
 
 // "4B:256MiB" (powers of two between), "1KiB,64MiB" (a list), "65536" (bytes).

@@ -130,6 +130,20 @@ TEST(AllreduceSelector, ForcedAndDeterministicChoices) {
   o = CommOptions{};
   c.setOptions(o);
   EXPECT_THROW(c.chooseAllreduce(64, Algo::tree), ConfigError);
+  // The automatic choice: latency-bound sizes go to halving-doubling, large ones to the ring,
+  // and a configured node size to the hierarchical algorithm.
+  EXPECT_EQ(c.chooseAllreduce(4), Algo::halving_doubling);
+  EXPECT_EQ(c.chooseAllreduce(64 << 20), Algo::ring);
+}
+
+TEST(AllreduceSelector, GroupSizeSelectsHierarchical) {
+  CommOptions o;
+  o.group_size = 2;
+  auto comms = test::makeComms(4, o);
+  EXPECT_EQ(comms[0]->chooseAllreduce(64 << 20), Algo::hierarchical);
+  o.group_size = 4;  // one group spanning the world: nothing to gain
+  comms[0]->setOptions(o);
+  EXPECT_EQ(comms[0]->chooseAllreduce(64 << 20), Algo::ring);
 }
 
 }  // namespace
