@@ -7,7 +7,9 @@
 #include "algo/algorithms.h"
 #include "link.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/net/shm.h"
 #include "reduce.h"
+#include "shm_domain.h"
 
 namespace lowcomm::comm {
 
@@ -31,9 +33,28 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<net::Store> s
   auto dev = net::makeDevice(transport);
   const std::string prefix = "lowcomm";
   auto ctx = net::connectMesh(store, prefix, rank, size, dev, connectTimeout(opts));
-  return std::shared_ptr<Communicator>(new Communicator(store, prefix, rank, size, opts,
-                                                        std::make_shared<TrafficMeter>(),
-                                                        std::make_unique<Link>(ctx, dev)));
+  std::shared_ptr<Communicator> c(new Communicator(store, prefix, rank, size, opts, std::make_shared<TrafficMeter>(),
+                                                  std::make_unique<Link>(ctx, dev)));
+  c->detectLocality();
+  c->meter_->reset();  // the meter starts at zero: set-up traffic is not the user's
+  return c;
+}
+
+void Communicator::detectLocality() {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the host key
+  for (char ch : net::hostKey()) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+  std::vector<uint64_t> all(size_);
+  allgatherImpl(&h, 1, all.data(), std::vector<size_t>(size_, 1), DType::i64, "setup");
+  all_local_ = std::all_of(all.begin(), all.end(), [&](uint64_t x) { return x == h; });
+  if (opts_.shm == ShmMode::on && !all_local_)
+    throw ConfigError("shared memory was required (shm = on) but not every rank is on this host");
+}
+
+ShmDomain& Communicator::shmDomain() {
+  if (!shm_)
+    shm_ = ShmDomain::create(*store_, prefix_, rank_, size_, opts_.shm_piece_bytes, connectTimeout(opts_),
+                             [this] { barrier(); });
+  return *shm_;
 }
 
 void Communicator::setPhase(const std::string& phase) { phase_ = phase; }
@@ -90,6 +111,16 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
   switch (a) {
     case Algo::halving_doubling: allreduceHalvingDoubling(ex, g, p, count, dt, op, 0, link_->scratch()); break;
     case Algo::hierarchical: allreduceHierarchical(ex, g, opts_.group_size, p, count, dt, op, opts_.segment_bytes, link_->scratch()); break;
+    case Algo::shm: {
+      const auto deadline = std::chrono::steady_clock::now() + opts_.timeout;
+      try {
+        allreduceShm(shmDomain(), p, count, dt, op, *meter_, phase_, deadline);
+      } catch (const Error& e) {
+        link_->poison(e.what());
+        throw;
+      }
+      break;
+    }
     case Algo::ordered: allreduceOrdered(ex, g, p, count, dt, op, opts_.segment_bytes, link_->scratch()); break;
     default: allreduceRing(ex, g, p, count, dt, op, opts_.segment_bytes, 0, link_->scratch()); break;
   }
@@ -113,6 +144,11 @@ void Communicator::allgather(const void* send, void* recv, size_t count, DType d
 
 void Communicator::allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
                               DType dt) {
+  allgatherImpl(send, send_count, recv, counts, dt, "allgather");
+}
+
+void Communicator::allgatherImpl(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
+                                 DType dt, const char* op) {
   if (counts.size() != static_cast<size_t>(size_))
     throw ConfigError("allgatherv: " + std::to_string(counts.size()) + " counts given for " + std::to_string(size_) +
                       " ranks");
@@ -128,7 +164,7 @@ void Communicator::allgatherv(const void* send, size_t send_count, void* recv, c
   char* out = static_cast<char*>(recv);
   if (send_count && out + off[rank_] != send) std::memmove(out + off[rank_], send, send_count * es);
   if (size_ == 1) return;
-  Exchange ex(*link_, *meter_, "allgather", phase_, opts_.timeout, link_->nextSeq());
+  Exchange ex(*link_, *meter_, op, phase_, opts_.timeout, link_->nextSeq());
   ringAllgather(ex, Group::world(rank_, size_), out, off, opts_.segment_bytes, 0);
 }
 
@@ -185,7 +221,7 @@ void Communicator::recv(void* buf, size_t bytes, int src, uint32_t tag) {
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   std::vector<int32_t> mine = {color, key, rank_};
   std::vector<int32_t> all(3 * size_);
-  allgather(mine.data(), all.data(), 3, DType::i32);
+  allgatherImpl(mine.data(), 3, all.data(), std::vector<size_t>(size_, 3), DType::i32, "setup");
   const uint64_t id = splits_++;
   if (color < 0) return nullptr;
   std::vector<std::pair<int, int>> members;  // (key, rank)
@@ -198,9 +234,10 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   const int new_size = static_cast<int>(members.size());
   const std::string prefix = prefix_ + "/split" + std::to_string(id) + "/color" + std::to_string(color);
   auto ctx = net::connectMesh(store_, prefix, new_rank, new_size, link_->device(), connectTimeout(opts_));
-  CommOptions opts = opts_;
-  return std::shared_ptr<Communicator>(
-      new Communicator(store_, prefix, new_rank, new_size, opts, meter_, std::make_unique<Link>(ctx, link_->device())));
+  std::shared_ptr<Communicator> child(
+      new Communicator(store_, prefix, new_rank, new_size, opts_, meter_, std::make_unique<Link>(ctx, link_->device())));
+  child->detectLocality();
+  return child;
 }
 
 }  // namespace lowcomm::comm

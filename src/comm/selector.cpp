@@ -13,6 +13,7 @@ const char* algoName(Algo a) {
     case Algo::halving_doubling: return "hd";
     case Algo::hierarchical: return "hier";
     case Algo::ordered: return "ordered";
+    case Algo::shm: return "shm";
     case Algo::tree: return "tree";
     case Algo::pairwise: return "pairwise";
   }
@@ -21,12 +22,19 @@ const char* algoName(Algo a) {
 
 Algo parseAlgo(const std::string& s) {
   for (Algo a : {Algo::automatic, Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::ordered,
-                 Algo::tree, Algo::pairwise})
+                 Algo::shm, Algo::tree, Algo::pairwise})
     if (s == algoName(a)) return a;
   if (s == "halving_doubling" || s == "rabenseifner") return Algo::halving_doubling;
   if (s == "hierarchical") return Algo::hierarchical;
   if (s == "deterministic") return Algo::ordered;
-  throw ConfigError("unknown algorithm '" + s + "' (expected auto, ring, hd, hier or ordered)");
+  throw ConfigError("unknown algorithm '" + s + "' (expected auto, ring, hd, hier, ordered or shm)");
+}
+
+ShmMode parseShmMode(const std::string& s) {
+  if (s == "auto") return ShmMode::automatic;
+  if (s == "on") return ShmMode::on;
+  if (s == "off") return ShmMode::off;
+  throw ConfigError("unknown shared-memory mode '" + s + "' (expected auto, on or off)");
 }
 
 namespace {
@@ -44,14 +52,20 @@ constexpr Rule kAllreduceTable[] = {
 }  // namespace
 
 Algo Communicator::chooseAllreduce(size_t bytes, Algo forced) const {
-  if (opts_.deterministic) return Algo::ordered;
+  const bool shm_ok = all_local_ && opts_.shm != ShmMode::off;
+  // Both sum in rank order: identical bits whichever runs.
+  if (opts_.deterministic) return shm_ok ? Algo::shm : Algo::ordered;
   if (forced == Algo::automatic) forced = opts_.allreduce_algo;
   if (forced != Algo::automatic) {
     if (forced != Algo::ring && forced != Algo::halving_doubling && forced != Algo::hierarchical &&
-        forced != Algo::ordered)
+        forced != Algo::ordered && forced != Algo::shm)
       throw ConfigError(std::string("algorithm '") + algoName(forced) + "' cannot run allreduce");
+    if (forced == Algo::shm && !shm_ok)
+      throw ConfigError(opts_.shm == ShmMode::off ? "algorithm 'shm' requested but shared memory is off"
+                                                  : "algorithm 'shm' needs every rank on this host (same network namespace)");
     return forced;
   }
+  if (shm_ok && size_ > 1) return Algo::shm;
   if (opts_.group_size > 1 && opts_.group_size < size_) return Algo::hierarchical;
   for (const auto& rule : kAllreduceTable)
     if (bytes <= rule.max_bytes) return rule.algo;

@@ -56,8 +56,10 @@ TEST_P(AllreduceWorld, EveryAlgoTypeOpAndCount) {
   CommOptions opts;
   opts.segment_bytes = 4096;  // small segments exercise the pipelining on modest counts
   opts.group_size = n >= 4 ? 3 : 2;  // hierarchical: uneven groups when n is not a multiple
+  opts.shm_piece_bytes = 4096;       // shared memory: many pieces, both buffers of each
   auto comms = test::makeComms(n, opts);
-  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::ordered, Algo::automatic})
+  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::ordered, Algo::shm,
+                    Algo::automatic})
     for (DType dt : test::kAllTypes)
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min})
         for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{4099}})
@@ -70,7 +72,7 @@ TEST_P(AllreduceWorld, SeveralMiBEveryAlgo) {
   opts.group_size = 2;
   auto comms = test::makeComms(n, opts);
   const size_t count = (3u << 20) / 4 + 3;  // 3 MiB of f32, odd count
-  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::ordered})
+  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::ordered, Algo::shm})
     checkAllreduce(comms, algo, DType::f32, ReduceOp::sum, count);
   checkAllreduce(comms, Algo::ring, DType::bf16, ReduceOp::avg, count);
 }
@@ -78,12 +80,17 @@ TEST_P(AllreduceWorld, SeveralMiBEveryAlgo) {
 INSTANTIATE_TEST_SUITE_P(Worlds, AllreduceWorld, ::testing::Range(1, 8));
 
 // Random floats: the deterministic mode's result equals a rank-ordered sequential sum bit for
-// bit, on every rank, and again on a second run.
-TEST(AllreduceDeterministic, RankOrderedSumBitExact) {
+// bit, on every rank, and again on a second run, over TCP (ordered) and shared memory.
+class AllreduceDeterministic : public ::testing::TestWithParam<ShmMode> {};
+
+TEST_P(AllreduceDeterministic, RankOrderedSumBitExact) {
   const int n = 5;
   CommOptions opts;
   opts.deterministic = true;
+  opts.shm = GetParam();
+  opts.shm_piece_bytes = 64 << 10;
   auto comms = test::makeComms(n, opts);
+  EXPECT_EQ(comms[0]->chooseAllreduce(1 << 20), GetParam() == ShmMode::off ? Algo::ordered : Algo::shm);
   const size_t count = 100003;
   std::vector<std::vector<float>> in(n, std::vector<float>(count));
   std::mt19937 gen(7);
@@ -103,6 +110,8 @@ TEST(AllreduceDeterministic, RankOrderedSumBitExact) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Transports, AllreduceDeterministic, ::testing::Values(ShmMode::off, ShmMode::on));
+
 // Non-deterministic algorithms still give every rank the same bits.
 TEST(AllreduceConsistency, AllRanksGetIdenticalBits) {
   const int n = 6;
@@ -120,14 +129,18 @@ TEST(AllreduceConsistency, AllRanksGetIdenticalBits) {
 }
 
 TEST(AllreduceSelector, ForcedAndDeterministicChoices) {
-  auto comms = test::makeComms(1);
+  CommOptions off;
+  off.shm = ShmMode::off;
+  auto comms = test::makeComms(1, off);
   auto& c = *comms[0];
   EXPECT_EQ(c.chooseAllreduce(1 << 20, Algo::halving_doubling), Algo::halving_doubling);
   CommOptions o;
   o.deterministic = true;
+  o.shm = ShmMode::off;
   c.setOptions(o);
   EXPECT_EQ(c.chooseAllreduce(1 << 20, Algo::ring), Algo::ordered);
   o = CommOptions{};
+  o.shm = ShmMode::off;
   c.setOptions(o);
   EXPECT_THROW(c.chooseAllreduce(64, Algo::tree), ConfigError);
   // The automatic choice: latency-bound sizes go to halving-doubling, large ones to the ring,
@@ -136,8 +149,21 @@ TEST(AllreduceSelector, ForcedAndDeterministicChoices) {
   EXPECT_EQ(c.chooseAllreduce(64 << 20), Algo::ring);
 }
 
+TEST(AllreduceSelector, SharedMemoryWhenAllRanksAreLocal) {
+  auto comms = test::makeComms(3);
+  EXPECT_TRUE(comms[0]->allLocal());
+  EXPECT_EQ(comms[0]->chooseAllreduce(4), Algo::shm);
+  EXPECT_EQ(comms[0]->chooseAllreduce(64 << 20), Algo::shm);
+  EXPECT_EQ(comms[0]->chooseAllreduce(64 << 20, Algo::ring), Algo::ring);
+  CommOptions o;
+  o.shm = ShmMode::off;
+  comms[0]->setOptions(o);
+  EXPECT_THROW(comms[0]->chooseAllreduce(64, Algo::shm), ConfigError);
+}
+
 TEST(AllreduceSelector, GroupSizeSelectsHierarchical) {
   CommOptions o;
+  o.shm = ShmMode::off;
   o.group_size = 2;
   auto comms = test::makeComms(4, o);
   EXPECT_EQ(comms[0]->chooseAllreduce(64 << 20), Algo::hierarchical);

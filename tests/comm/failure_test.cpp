@@ -38,6 +38,7 @@ TEST(Failure, StuckPeerTimesOutNamingTheRank) {
 TEST(Failure, DeadPeerIsAPeerErrorNamingTheRank) {
   CommOptions opts;
   opts.timeout = seconds(20);
+  opts.shm = ShmMode::off;  // the TCP path: a closed connection (shared memory: multiprocess tests)
   auto comms = test::makeComms(2, opts);
   comms[1].reset();  // rank 1 "dies": its sockets close
   std::vector<float> x(1 << 16, 1.f);
@@ -78,4 +79,27 @@ TEST(Failure, MismatchedCallsAreDetectedInDebugMode) {
     comms[r]->allreduce(&v, 1, DType::f64, ReduceOp::max);
     EXPECT_EQ(v, 2.0);
   });
+}
+
+TEST(Failure, StuckPeerOverSharedMemoryTimesOutNamingTheRank) {
+  CommOptions opts;
+  opts.timeout = milliseconds(400);
+  auto comms = test::makeComms(3, opts);
+  // Map the segment first (collective), then let rank 1 stay away.
+  test::onRanks(3, [&](int r) {
+    float x = 1.f;
+    comms[r]->allreduce(&x, 1, DType::f32, ReduceOp::sum, Algo::shm);
+  });
+  std::vector<std::string> errors(3);
+  test::onRanks(3, [&](int r) {
+    if (r == 1) return;
+    std::vector<float> x(100, 1.f);
+    try {
+      comms[r]->allreduce(x.data(), x.size(), DType::f32, ReduceOp::sum, Algo::shm);
+    } catch (const TimeoutError& e) {
+      errors[r] = e.what();
+    }
+  });
+  EXPECT_NE(errors[0].find("rank 1"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[2].find("rank 1"), std::string::npos) << errors[2];
 }

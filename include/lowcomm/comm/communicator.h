@@ -27,9 +27,14 @@
 
 namespace lowcomm::comm {
 
-enum class Algo : uint8_t { automatic, ring, halving_doubling, hierarchical, ordered, tree, pairwise };
+enum class Algo : uint8_t { automatic, ring, halving_doubling, hierarchical, ordered, shm, tree, pairwise };
 const char* algoName(Algo a);
-Algo parseAlgo(const std::string& s);  // "auto", "ring", "hd", "hier", "ordered", ...
+Algo parseAlgo(const std::string& s);  // "auto", "ring", "hd", "hier", "ordered", "shm", ...
+
+// Shared memory for allreduce when every rank is on this host (same host key, lowcomm/net/shm.h):
+// automatic uses it when available, on requires it (ConfigError otherwise), off never.
+enum class ShmMode : uint8_t { automatic, on, off };
+ShmMode parseShmMode(const std::string& s);
 
 struct CommOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // every operation
@@ -39,9 +44,12 @@ struct CommOptions {
   Algo allreduce_algo = Algo::automatic;
   size_t segment_bytes = 1 << 20;  // pipelining granularity of ring/tree algorithms
   int group_size = 0;  // hierarchical: ranks per group (a node); 0 = LOCAL_WORLD_SIZE passed in
+  ShmMode shm = ShmMode::automatic;
+  size_t shm_piece_bytes = 4 << 20;  // shared-memory pipelining unit (two per rank are mapped)
 };
 
 class Link;
+class ShmDomain;
 
 class Communicator {
  public:
@@ -75,22 +83,30 @@ class Communicator {
   void recv(void* buf, size_t bytes, int src, uint32_t tag = 0);
 
   // Collective: ranks with the same color form a new communicator, ordered by (key, rank).
-  // color < 0 returns nullptr. The child shares this communicator's traffic meter.
+  // color < 0 returns nullptr. The child shares this communicator's traffic meter (the split's
+  // own exchange is counted under op "setup").
   std::shared_ptr<Communicator> split(int color, int key);
 
   // Phase label for the traffic meter (e.g. "grad", "sync").
   void setPhase(const std::string& phase);
   const std::string& phase() const;
+  // Starts at zero when create() returns (rendezvous traffic is not counted).
   TrafficMeter& meter() { return *meter_; }
   std::shared_ptr<TrafficMeter> sharedMeter() const { return meter_; }
 
   // The algorithm allreduce would use for this many bytes (after options and forcing).
   Algo chooseAllreduce(size_t bytes, Algo forced = Algo::automatic) const;
+  // Whether every rank runs on this host (same network namespace), so shared memory works.
+  bool allLocal() const { return all_local_; }
 
  private:
   Communicator(std::shared_ptr<net::Store> store, std::string prefix, int rank, int size, CommOptions opts,
                std::shared_ptr<TrafficMeter> meter, std::unique_ptr<Link> link);
   void checkFingerprint(const char* op, size_t count, DType dt, int extra);
+  void detectLocality();
+  void allgatherImpl(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts, DType dt,
+                     const char* op);
+  ShmDomain& shmDomain();
 
   std::shared_ptr<net::Store> store_;
   std::string prefix_;
@@ -101,6 +117,8 @@ class Communicator {
   std::unique_ptr<Link> link_;
   uint64_t splits_ = 0;
   std::string phase_;
+  bool all_local_ = false;
+  std::unique_ptr<ShmDomain> shm_;
 };
 
 }  // namespace lowcomm::comm

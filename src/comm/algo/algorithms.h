@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstddef>
+#include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "../link.h"
@@ -56,6 +58,11 @@ void allreduceHierarchical(Exchange& ex, const Group& g, int group_size, char* b
                            ReduceOp op, size_t seg_bytes, Scratch& scratch);  // uses subs 0..7
 void allreduceOrdered(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
                       size_t seg_bytes, Scratch& scratch);  // uses subs 0..1
+
+class ShmDomain;
+// Shared-memory allreduce (all ranks on one host); rank-ordered sums.
+void allreduceShm(ShmDomain& d, char* buf, size_t count, DType dt, ReduceOp op, TrafficMeter& meter,
+                  const std::string& phase, std::chrono::steady_clock::time_point deadline);
 
 // Segmented binomial-tree broadcast from member `root`.
 void broadcastTree(Exchange& ex, const Group& g, char* buf, size_t bytes, int root, size_t seg_bytes,

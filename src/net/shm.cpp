@@ -1,0 +1,102 @@
+#include "lowcomm/net/shm.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <utility>
+
+#include "lowcomm/base/error.h"
+
+namespace lowcomm::net {
+
+std::string hostKey() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  struct stat ns {};
+  const bool have_ns = ::stat("/proc/self/ns/net", &ns) == 0;
+  return std::string(host) + "|" + boot + "|" + (have_ns ? std::to_string(ns.st_ino) : "?");
+}
+
+namespace {
+char* mapFd(int fd, size_t bytes, const std::string& name) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED)
+    throw ConfigError("shared memory: cannot map '" + name + "' (" + std::to_string(bytes) + " bytes): " +
+                      std::strerror(errno));
+  return static_cast<char*>(p);
+}
+}  // namespace
+
+ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
+  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) throw ConfigError("shared memory: cannot create '" + name + "': " + std::strerror(errno));
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    throw ConfigError("shared memory: cannot size '" + name + "' to " + std::to_string(bytes) +
+                      " bytes (is /dev/shm large enough?): " + std::strerror(err));
+  }
+  ShmSegment s;
+  s.name_ = name;
+  s.size_ = bytes;
+  s.owner_ = true;
+  try {
+    s.data_ = mapFd(fd, bytes, name);
+  } catch (...) {
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    throw;
+  }
+  ::close(fd);
+  return s;
+}
+
+ShmSegment ShmSegment::open(const std::string& name, size_t bytes) {
+  int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) throw ConfigError("shared memory: cannot open '" + name + "': " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
+    ::close(fd);
+    throw ConfigError("shared memory: '" + name + "' is smaller than the expected " + std::to_string(bytes) + " bytes");
+  }
+  ShmSegment s;
+  s.name_ = name;
+  s.size_ = bytes;
+  s.data_ = mapFd(fd, bytes, name);
+  ::close(fd);
+  return s;
+}
+
+ShmSegment::ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
+
+ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
+  if (this != &o) {
+    this->~ShmSegment();
+    name_ = std::move(o.name_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    owner_ = std::exchange(o.owner_, false);
+  }
+  return *this;
+}
+
+ShmSegment::~ShmSegment() {
+  if (owner_) unlink();
+  if (data_) ::munmap(data_, size_);
+  data_ = nullptr;
+}
+
+void ShmSegment::unlink() {
+  if (owner_ && !name_.empty()) ::shm_unlink(name_.c_str());
+  owner_ = false;
+}
+
+}  // namespace lowcomm::net
