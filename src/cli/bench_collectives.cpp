@@ -167,6 +167,8 @@ int worker(const CollectiveBenchOptions& o) {
   wo.comm.timeout = std::chrono::seconds(o.timeout_s);
   wo.comm.group_size = o.group_size;
   wo.comm.segment_bytes = o.segment_bytes;
+  wo.comm.shm = o.shm;
+  wo.comm.shm_piece_bytes = o.shm_piece_bytes;
   wo.transport.iface = o.iface;
   wo.transport.address = o.address;
   auto w = runtime::initWorker(wo);
@@ -233,7 +235,7 @@ int worker(const CollectiveBenchOptions& o) {
 
 int benchCollectives(int argc, char** argv) {
   CollectiveBenchOptions o;
-  std::string sizes = "4B:256MiB", ops = "allreduce", algos = "ring,hd", dtype = "f32";
+  std::string sizes = "4B:256MiB", ops = "allreduce", algos = "ring,hd", dtype = "f32", shm = "auto";
   CLI::App app{"Sweep message sizes over our collectives and c10d::ProcessGroupGloo (baseline)",
                "lowcomm bench collectives"};
   app.add_option("--nproc", o.nproc, "launch this many local workers (else run as a launched worker)");
@@ -250,6 +252,8 @@ int benchCollectives(int argc, char** argv) {
   app.add_option("--iface", o.iface, "network interface to bind (else GLOO_SOCKET_IFNAME, else hostname)");
   app.add_option("--address", o.address, "address to bind");
   app.add_option("--group-size", o.group_size, "ranks per group for hier (0 = LOCAL_WORLD_SIZE)")->capture_default_str();
+  app.add_option("--shm", shm, "shared memory for allreduce among local ranks: auto, on, off")->capture_default_str();
+  app.add_option("--shm-piece", o.shm_piece_bytes, "shared-memory pipelining unit, bytes")->capture_default_str();
   app.add_option("--segment", o.segment_bytes, "pipelining segment of ring/tree algorithms, bytes")->capture_default_str();
   app.add_option("--timeout", o.timeout_s, "per-operation timeout in seconds")->capture_default_str();
   try {
@@ -264,6 +268,7 @@ int benchCollectives(int argc, char** argv) {
   o.ops = splitList(ops);
   o.algos = splitList(algos);
   o.dtype = comm::parseDType(dtype);
+  o.shm = comm::parseShmMode(shm);
   for (const auto& a : o.algos) comm::parseAlgo(a);  // fail before launching anything
   if (o.warmup < 0 || o.min_iters < 1 || o.max_iters < o.min_iters)
     throw ConfigError("need --warmup >= 0 and 1 <= --min-iters <= --iters");

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "lowcomm/comm/dtype.h"
+#include "lowcomm/comm/communicator.h"
 
 namespace lowcomm::cli {
 
@@ -25,6 +25,8 @@ struct CollectiveBenchOptions {
   int group_size = 0;                  // hierarchical allreduce; 0 = LOCAL_WORLD_SIZE
   int timeout_s = 300;
   size_t segment_bytes = 1 << 20;
+  comm::ShmMode shm = comm::ShmMode::automatic;
+  size_t shm_piece_bytes = 256 << 10;
 };
 
 // "4B:256MiB" (powers of two between), "1KiB,64MiB" (a list), "65536" (bytes).

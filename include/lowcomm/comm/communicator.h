@@ -45,7 +45,7 @@ struct CommOptions {
   size_t segment_bytes = 1 << 20;  // pipelining granularity of ring/tree algorithms
   int group_size = 0;  // hierarchical: ranks per group (a node); 0 = LOCAL_WORLD_SIZE passed in
   ShmMode shm = ShmMode::automatic;
-  size_t shm_piece_bytes = 4 << 20;  // shared-memory pipelining unit (two per rank are mapped)
+  size_t shm_piece_bytes = 256 << 10;  // shared-memory pipelining unit (two per rank are mapped)
 };
 
 class Link;
