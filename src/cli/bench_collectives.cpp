@@ -192,6 +192,10 @@ int worker(const CollectiveBenchOptions& o) {
       const size_t real_bytes = k.count * es * (op == "allgather" || op == "reduce_scatter" || op == "alltoall" ? n : 1);
       for (const auto& a : algos) {
         const Algo algo = op == "allreduce" ? comm::parseAlgo(a) : Algo::automatic;
+        if (algo == Algo::shm && (!c.allLocal() || o.shm == comm::ShmMode::off)) {
+          if (rank == 0 && bytes == o.sizes.front()) std::printf("# shm rows skipped: ranks do not share a host (or --shm off)\n");
+          continue;
+        }
         k.fill();
         const double us = timeIt(c, o, [&] { runOurs(c, k, algo); });
         k.fill();
@@ -235,13 +239,13 @@ int worker(const CollectiveBenchOptions& o) {
 
 int benchCollectives(int argc, char** argv) {
   CollectiveBenchOptions o;
-  std::string sizes = "4B:256MiB", ops = "allreduce", algos = "ring,hd", dtype = "f32", shm = "auto";
+  std::string sizes = "4B:256MiB", ops = "allreduce", algos = "auto,ring,hd,shm", dtype = "f32", shm = "auto";
   CLI::App app{"Sweep message sizes over our collectives and c10d::ProcessGroupGloo (baseline)",
                "lowcomm bench collectives"};
   app.add_option("--nproc", o.nproc, "launch this many local workers (else run as a launched worker)");
   app.add_option("--sizes", sizes, "LO:HI (powers of two) or a list, e.g. 4B:256MiB or 4B,64MiB")->capture_default_str();
   app.add_option("--ops", ops, "allreduce,allgather,broadcast,reduce_scatter,alltoall")->capture_default_str();
-  app.add_option("--algos", algos, "allreduce algorithms: ring,hd,hier,ordered,auto")->capture_default_str();
+  app.add_option("--algos", algos, "allreduce algorithms: auto,ring,hd,hier,ordered,shm (shm only when all ranks share the host)")->capture_default_str();
   app.add_option("--dtype", dtype, "f32, f64, f16, bf16, i32, i64, u8 (baseline only for f32)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "untimed calls per case")->capture_default_str();
   app.add_option("--iters", o.max_iters, "at most this many timed calls per case")->capture_default_str();

@@ -13,7 +13,7 @@ struct CollectiveBenchOptions {
   int nproc = 0;                       // >0: launch this many local workers
   std::vector<size_t> sizes;           // bytes per message, as nccl-tests counts them
   std::vector<std::string> ops{"allreduce"};
-  std::vector<std::string> algos{"ring", "hd"};
+  std::vector<std::string> algos{"auto", "ring", "hd", "shm"};
   comm::DType dtype = comm::DType::f32;
   int warmup = 2;
   int max_iters = 1000;

@@ -160,6 +160,34 @@ TEST_P(Collectives, SendRecvRingOfMessagesWithTags) {
   }
 }
 
+// Several MiB per call, with the default 1 MiB segments: many segments per block, pipelined.
+TEST_P(Collectives, SeveralMiBEveryOp) {
+  CommOptions opts;
+  opts.timeout = std::chrono::seconds(60);
+  auto comms = test::makeComms(n(), opts);
+  const size_t big = (3u << 20) / 4 + 1;  // 3 MiB of f32, odd count
+  const size_t block = (1u << 20) / 4 + 3;
+  std::vector<int64_t> wrong(n(), 0);
+  test::onRanks(n(), [&](int r) {
+    auto& c = *comms[r];
+    std::vector<float> b(big, r == 1 % n() ? 7.f : 0.f);
+    c.broadcast(b.data(), big, DType::f32, 1 % n());
+    for (float x : b) wrong[r] += x != 7.f;
+    std::vector<float> mine(block, static_cast<float>(r)), all(n() * block);
+    c.allgather(mine.data(), all.data(), block, DType::f32);
+    for (size_t i = 0; i < all.size(); ++i) wrong[r] += all[i] != static_cast<float>(i / block);
+    std::vector<float> in(n() * block), out(block);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i / block + r);
+    c.reduceScatter(in.data(), out.data(), block, DType::f32, ReduceOp::sum);
+    const float want = static_cast<float>(n() * r + n() * (n() - 1) / 2);
+    for (float x : out) wrong[r] += x != want;
+    std::vector<float> a2a(n() * block);
+    c.alltoall(in.data(), a2a.data(), block, DType::f32);
+    for (size_t i = 0; i < a2a.size(); ++i) wrong[r] += a2a[i] != static_cast<float>(r + i / block);
+  });
+  for (int r = 0; r < n(); ++r) EXPECT_EQ(wrong[r], 0) << "rank " << r;
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, Collectives, ::testing::Range(1, 8));
 
 TEST(CollectivesArgs, BadArgumentsAreConfigErrors) {
