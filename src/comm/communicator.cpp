@@ -30,6 +30,9 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<net::Store> s
                                                    const CommOptions& opts, const net::TransportOptions& transport) {
   if (size < 1 || rank < 0 || rank >= size)
     throw ConfigError("communicator: rank " + std::to_string(rank) + " is not in [0, " + std::to_string(size) + ")");
+  if (size >= static_cast<int>(kMaxSteps))
+    throw ConfigError("communicator: " + std::to_string(size) + " ranks; at most " + std::to_string(kMaxSteps - 1) +
+                      " are supported (slot layout)");
   auto dev = net::makeDevice(transport);
   const std::string prefix = "lowcomm";
   auto ctx = net::connectMesh(store, prefix, rank, size, dev, connectTimeout(opts));
@@ -50,11 +53,23 @@ void Communicator::detectLocality() {
     throw ConfigError("shared memory was required (shm = on) but not every rank is on this host");
 }
 
-ShmDomain& Communicator::shmDomain() {
-  if (!shm_)
-    shm_ = ShmDomain::create(*store_, prefix_, rank_, size_, opts_.shm_piece_bytes, connectTimeout(opts_),
-                             [this] { barrier(); });
-  return *shm_;
+ShmDomain* Communicator::shmDomain() {
+  if (!shm_ && all_local_) {
+    auto vote = [this](bool ok) {  // over TCP, whatever the options say
+      int32_t v = ok ? 1 : 0;
+      Exchange ex(*link_, *meter_, "setup", phase_, opts_.timeout, link_->nextSeq());
+      allreduceHalvingDoubling(ex, Group::world(rank_, size_), reinterpret_cast<char*>(&v), 1, DType::i32,
+                               ReduceOp::min, 0, link_->scratch());
+      return v == 1;
+    };
+    try {
+      shm_ = ShmDomain::create(*store_, prefix_, rank_, size_, opts_.shm_piece_bytes, connectTimeout(opts_), vote);
+    } catch (const ConfigError&) {
+      if (opts_.shm == ShmMode::on) throw;
+      all_local_ = false;  // e.g. /dev/shm too small or not shared: TCP from now on, on every rank
+    }
+  }
+  return shm_.get();
 }
 
 void Communicator::setPhase(const std::string& phase) { phase_ = phase; }
@@ -101,10 +116,14 @@ void Communicator::checkFingerprint(const char* op, size_t count, DType dt, int 
 }
 
 void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Algo algo) {
-  checkFingerprint("allreduce", count, dt, static_cast<int>(op));
-  if (size_ == 1 || count == 0) return;
   const size_t es = dtypeSize(dt);
-  const Algo a = chooseAllreduce(count * es, algo);
+  Algo a = chooseAllreduce(count * es, algo);
+  // Mapping the segment is collective and may fail on every rank alike: then choose again.
+  if (a == Algo::shm && size_ > 1 && count > 0 && !shmDomain()) a = chooseAllreduce(count * es, algo);
+  // The algorithm is part of the fingerprint: ranks running different ones would exchange
+  // messages of different sizes.
+  checkFingerprint("allreduce", count, dt, static_cast<int>(op) | static_cast<int>(a) << 8);
+  if (size_ == 1 || count == 0) return;
   Exchange ex(*link_, *meter_, "allreduce", phase_, opts_.timeout, link_->nextSeq());
   const Group g = Group::world(rank_, size_);
   char* p = static_cast<char*>(buf);
@@ -114,7 +133,7 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
     case Algo::shm: {
       const auto deadline = std::chrono::steady_clock::now() + opts_.timeout;
       try {
-        allreduceShm(shmDomain(), p, count, dt, op, *meter_, phase_, deadline);
+        allreduceShm(*shmDomain(), p, count, dt, op, *meter_, phase_, deadline);
       } catch (const Error& e) {
         link_->poison(e.what());
         throw;

@@ -12,6 +12,12 @@ Link::Link(std::shared_ptr<gloo::Context> ctx, std::shared_ptr<gloo::transport::
     : ctx_(std::move(ctx)), dev_(std::move(dev)) {}
 Link::~Link() = default;
 int Link::rank() const { return ctx_->rank; }
+
+void Link::poison(const std::string& why) {
+  if (!broken_.empty()) return;
+  broken_ = why;
+  ctx_->closeConnections();
+}
 int Link::size() const { return ctx_->size; }
 
 Exchange::Exchange(Link& link, TrafficMeter& meter, std::string op, std::string phase,
@@ -23,7 +29,11 @@ Exchange::Exchange(Link& link, TrafficMeter& meter, std::string op, std::string 
 }
 
 Exchange::~Exchange() {
-  // On unwinding, pending buffers must not outlive this frame while Gloo may still write them.
+  // Unwinding with messages in flight: the mesh state is unknown. Close it (peers fail fast),
+  // then release the buffers Gloo may still reference.
+  bool pending = false;
+  for (const auto& r : reqs_) pending = pending || (!r.done && r.buf);
+  if (pending) link_.poison(op_ + " was interrupted with messages in flight");
   for (auto& r : reqs_) {
     if (r.done || !r.buf) continue;
     if (r.send) r.buf->abortWaitSend();

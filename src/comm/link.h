@@ -56,7 +56,9 @@ class Link {
   }
   static constexpr uint32_t kP2PSeq = 0xffffffffu;
   // Set after any failed operation: the mesh state is unknown, later calls fail fast.
-  void poison(const std::string& why) { broken_ = why; }
+  // Also closes every connection, so peers blocked on us fail at once with a PeerError naming
+  // this rank instead of waiting for their timeout (and no pair keeps a dead buffer).
+  void poison(const std::string& why);
   const std::string& broken() const { return broken_; }
 
  private:

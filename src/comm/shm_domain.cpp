@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <thread>
 
@@ -26,7 +28,15 @@ struct Header {
 
 size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-bool alive(int pid) { return pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH; }
+// A zombie is dead too (lowcomm launch keeps exited workers as zombies until the end).
+bool alive(int pid) {
+  if (pid <= 0) return true;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() || (stat[paren + 2] != 'Z' && stat[paren + 2] != 'X');
+}
 }  // namespace
 
 ShmDomain::ShmDomain(net::ShmSegment seg, int rank, int n, size_t piece)
@@ -38,31 +48,45 @@ ShmDomain::ShmDomain(net::ShmSegment seg, int rank, int n, size_t piece)
 
 std::unique_ptr<ShmDomain> ShmDomain::create(net::Store& store, const std::string& prefix, int rank, int n,
                                              size_t piece, std::chrono::milliseconds timeout,
-                                             const std::function<void()>& barrier) {
+                                             const std::function<bool(bool)>& all_ok) {
   LC_ENFORCE(n >= 1 && n <= kMaxRanks, "shared-memory domain of ", n, " ranks");
   piece = alignUp(std::max<size_t>(piece, 4096), 4096);
   const size_t bytes = alignUp(alignUp(sizeof(Header), kLine) + static_cast<size_t>(n) * 2 * kLine, 4096) +
                        (static_cast<size_t>(n) * 2 + 2) * piece;
   net::ShmSegment seg;
-  if (rank == 0) {
-    std::random_device rd;
-    const std::string name = "/lowcomm-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-    seg = net::ShmSegment::create(name, bytes);
-    auto* h = reinterpret_cast<Header*>(seg.data());
-    h->n = n;
-    h->piece = piece;
-    h->magic.store(kMagic, std::memory_order_release);
-    store.set(prefix + "/shm/name", net::toBytes(name));
-  } else {
-    const std::string name = net::toString(store.get(prefix + "/shm/name", timeout));
-    seg = net::ShmSegment::open(name, bytes);
-    auto* h = reinterpret_cast<Header*>(seg.data());
-    if (h->magic.load(std::memory_order_acquire) != kMagic || h->n != n || h->piece != piece)
-      throw ConfigError("shared memory: segment '" + name + "' does not match this communicator");
+  std::string error;
+  // Rank 0 always publishes a name, empty when it could not create the segment, so nobody
+  // waits for it; every rank then votes, and one failure anywhere means nobody uses it.
+  try {
+    if (rank == 0) {
+      std::random_device rd;
+      const std::string name = "/lowcomm-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+      try {
+        seg = net::ShmSegment::create(name, bytes);
+      } catch (...) {
+        store.set(prefix + "/shm/name", net::Bytes{});
+        throw;
+      }
+      auto* h = reinterpret_cast<Header*>(seg.data());
+      h->n = n;
+      h->piece = piece;
+      h->magic.store(kMagic, std::memory_order_release);
+      store.set(prefix + "/shm/name", net::toBytes(name));
+    } else {
+      const std::string name = net::toString(store.get(prefix + "/shm/name", timeout));
+      if (name.empty()) throw ConfigError("shared memory: rank 0 could not create the segment");
+      seg = net::ShmSegment::open(name, bytes);
+      auto* h = reinterpret_cast<Header*>(seg.data());
+      if (h->magic.load(std::memory_order_acquire) != kMagic || h->n != n || h->piece != piece)
+        throw ConfigError("shared memory: segment '" + name + "' does not match this communicator");
+    }
+    reinterpret_cast<Header*>(seg.data())->pid[rank] = ::getpid();
+  } catch (const Error& e) {
+    error = e.what();
   }
-  reinterpret_cast<Header*>(seg.data())->pid[rank] = ::getpid();
-  barrier();  // everyone has mapped it (and written its pid)
+  const bool ok = all_ok(error.empty());  // collective: also the "everyone has mapped it" barrier
   seg.unlink();
+  if (!ok) throw ConfigError(error.empty() ? "shared memory: another rank could not map the segment" : error);
   return std::unique_ptr<ShmDomain>(new ShmDomain(std::move(seg), rank, n, piece));
 }
 
@@ -76,27 +100,36 @@ std::atomic<uint64_t>& ShmDomain::flag(int r, int which) const {
   return *reinterpret_cast<std::atomic<uint64_t>*>(seg_.data() + flags_at_ + (static_cast<size_t>(r) * 2 + which) * kLine);
 }
 
-// Spin briefly, then yield (ranks usually outnumber cores here), then sleep; only in the
-// sleeping phase are the deadline and the peers' liveness checked.
+// Spin briefly, then yield for up to 1 ms (ranks usually outnumber cores here), then sleep
+// in 50 us steps, checking the deadline each step and the peer's liveness every 20 ms.
 void ShmDomain::waitAll(int which, uint64_t epoch, std::chrono::steady_clock::time_point deadline, const char* op) {
+  using Clock = std::chrono::steady_clock;
   const auto* h = reinterpret_cast<const Header*>(seg_.data());
   for (int j = 0; j < n_; ++j) {
     if (j == rank_) continue;
     auto& f = flag(j, which);
+    Clock::time_point start{}, next_check{};
     for (uint32_t spins = 0; f.load(std::memory_order_acquire) < epoch; ++spins) {
       if (spins < 64) {
         __builtin_ia32_pause();
-      } else if (spins < 20000) {
+        continue;
+      }
+      const auto now = Clock::now();
+      if (spins == 64) start = next_check = now;
+      if (now - start < std::chrono::milliseconds(1)) {
         sched_yield();
-      } else {
+        continue;
+      }
+      if (now > deadline)
+        throw TimeoutError(std::string(op) + " (shared memory, rank " + std::to_string(rank_) +
+                           "): timed out waiting for rank " + std::to_string(j) + " (peer dead or stuck?)");
+      if (now >= next_check) {
         if (!alive(h->pid[j]))
           throw PeerError(j, std::string(op) + " (shared memory, rank " + std::to_string(rank_) + "): rank " +
                                  std::to_string(j) + " (pid " + std::to_string(h->pid[j]) + ") died");
-        if (std::chrono::steady_clock::now() > deadline)
-          throw TimeoutError(std::string(op) + " (shared memory, rank " + std::to_string(rank_) +
-                             "): timed out waiting for rank " + std::to_string(j) + " (peer dead or stuck?)");
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        next_check = now + std::chrono::milliseconds(20);
       }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 }

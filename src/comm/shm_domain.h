@@ -20,10 +20,12 @@ namespace lowcomm::comm {
 class ShmDomain {
  public:
   // Collective over the communicator's ranks: rank 0 creates the segment and publishes its
-  // name in the store, the others map it, `barrier` runs, rank 0 removes the name.
+  // name in the store, the others map it; `all_ok(mine)` (a collective AND over ranks) says
+  // whether every rank succeeded, then rank 0 removes the name. Throws ConfigError on every
+  // rank when any rank failed.
   static std::unique_ptr<ShmDomain> create(net::Store& store, const std::string& prefix, int rank, int n,
                                            size_t piece_bytes, std::chrono::milliseconds timeout,
-                                           const std::function<void()>& barrier);
+                                           const std::function<bool(bool)>& all_ok);
 
   int rank() const { return rank_; }
   int size() const { return n_; }

@@ -37,8 +37,10 @@ char* mapFd(int fd, size_t bytes, const std::string& name) {
 ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
   int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) throw ConfigError("shared memory: cannot create '" + name + "': " + std::strerror(errno));
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    const int err = errno;
+  // posix_fallocate reserves the pages now: on a too-small tmpfs, ftruncate alone succeeds and
+  // the first write far into the segment dies with SIGBUS.
+  int err = ::ftruncate(fd, static_cast<off_t>(bytes)) != 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (err != 0) {
     ::close(fd);
     ::shm_unlink(name.c_str());
     throw ConfigError("shared memory: cannot size '" + name + "' to " + std::to_string(bytes) +
@@ -70,7 +72,12 @@ ShmSegment ShmSegment::open(const std::string& name, size_t bytes) {
   ShmSegment s;
   s.name_ = name;
   s.size_ = bytes;
-  s.data_ = mapFd(fd, bytes, name);
+  try {
+    s.data_ = mapFd(fd, bytes, name);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
   ::close(fd);
   return s;
 }
@@ -79,7 +86,7 @@ ShmSegment::ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
   if (this != &o) {
-    this->~ShmSegment();
+    release();
     name_ = std::move(o.name_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
@@ -88,10 +95,13 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
   return *this;
 }
 
-ShmSegment::~ShmSegment() {
+ShmSegment::~ShmSegment() { release(); }
+
+void ShmSegment::release() {
   if (owner_) unlink();
   if (data_) ::munmap(data_, size_);
   data_ = nullptr;
+  size_ = 0;
 }
 
 void ShmSegment::unlink() {

@@ -86,7 +86,8 @@ std::shared_ptr<gloo::Context> connectMesh(const std::shared_ptr<Store>& store, 
   store->set(prefix + "/arrived/" + std::to_string(rank), toBytes("1"));
   waitForRanks(*store, prefix, size, timeout);
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
-  ctx->setTimeout(timeout);
+  // Gloo waits up to 5x the context timeout for pairs to connect; keep the total near `timeout`.
+  ctx->setTimeout(std::max(std::chrono::milliseconds(1000), timeout / 5));
   GlooStoreAdapter adapter(std::make_shared<PrefixStore>(store, prefix + "/gloo"), timeout);
   auto dev = device;
   try {

@@ -173,3 +173,19 @@ TEST(AllreduceSelector, GroupSizeSelectsHierarchical) {
 }
 
 }  // namespace
+
+namespace {
+// 8 and 16 ranks: power-of-two halving-doubling with counts below and around n (a halving
+// slice per step, some empty), and the other algorithms at that size.
+TEST(AllreduceLargeWorlds, TinyAndOddCountsEveryAlgo) {
+  for (int n : {8, 16}) {
+    CommOptions opts;
+    opts.group_size = 3;
+    opts.shm_piece_bytes = 4096;
+    auto comms = test::makeComms(n, opts);
+    for (Algo algo : {Algo::halving_doubling, Algo::ring, Algo::hierarchical, Algo::ordered, Algo::shm})
+      for (size_t count : {1, 2, 3, 5, 9, 17, 1000})
+        checkAllreduce(comms, algo, DType::f32, ReduceOp::sum, count);
+  }
+}
+}  // namespace

@@ -23,10 +23,12 @@ TEST(Failure, StuckPeerTimesOutNamingTheRank) {
       comms[r]->allreduce(x.data(), x.size(), DType::f32, ReduceOp::sum, Algo::ring);
     } catch (const TimeoutError& e) {
       errors[r] = e.what();
+    } catch (const PeerError& e) {
+      errors[r] = e.what();  // rank 0 closed its connections on its own timeout
     }
   });
   EXPECT_LT(steady_clock::now() - t0, seconds(10));
-  // Rank 0 waits on rank 2 (its ring predecessor); rank 1 on rank 0 or 2.
+  // Rank 0 waits on rank 2 (its ring predecessor); rank 1 times out too, or sees rank 0 give up.
   EXPECT_NE(errors[0].find("rank 2"), std::string::npos) << errors[0];
   EXPECT_NE(errors[0].find("timed out"), std::string::npos) << errors[0];
   EXPECT_FALSE(errors[1].empty());
@@ -102,4 +104,46 @@ TEST(Failure, StuckPeerOverSharedMemoryTimesOutNamingTheRank) {
   });
   EXPECT_NE(errors[0].find("rank 1"), std::string::npos) << errors[0];
   EXPECT_NE(errors[2].find("rank 1"), std::string::npos) << errors[2];
+}
+
+TEST(Failure, DifferentAlgorithmsAreAMismatchInDebugMode) {
+  CommOptions opts;
+  opts.debug_check = true;
+  opts.timeout = seconds(20);
+  auto comms = test::makeComms(2, opts);
+  std::vector<int> mismatches(2, 0);
+  test::onRanks(2, [&](int r) {
+    std::vector<float> x(1000, 1.f);
+    try {
+      comms[r]->allreduce(x.data(), x.size(), DType::f32, ReduceOp::sum, r == 0 ? Algo::ring : Algo::halving_doubling);
+    } catch (const MismatchError&) {
+      mismatches[r] = 1;
+    }
+  });
+  EXPECT_EQ(mismatches, (std::vector<int>{1, 1}));
+}
+
+// A rank that gives up closes its connections: peers blocked on it fail at once with a
+// PeerError naming it, long before their own (much longer) timeout.
+TEST(Failure, ARankGivingUpMakesItsPeersFailFast) {
+  CommOptions opts;
+  opts.timeout = seconds(30);
+  auto comms = test::makeComms(3, opts);
+  CommOptions quick = opts;
+  quick.timeout = milliseconds(300);
+  comms[0]->setOptions(quick);
+  std::string error1;
+  const auto t0 = steady_clock::now();
+  test::onRanks(3, [&](int r) {
+    if (r == 2) return;  // never joins: rank 0 times out after 300 ms
+    std::vector<float> x(1000, 1.f);
+    try {
+      comms[r]->allreduce(x.data(), x.size(), DType::f32, ReduceOp::sum, Algo::ring);
+    } catch (const PeerError& e) {
+      if (r == 1) error1 = e.what();
+    } catch (const TimeoutError&) {
+    }
+  });
+  EXPECT_LT(steady_clock::now() - t0, seconds(10));
+  EXPECT_NE(error1.find("rank 0"), std::string::npos) << error1;
 }

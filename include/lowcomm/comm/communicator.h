@@ -106,7 +106,7 @@ class Communicator {
   void detectLocality();
   void allgatherImpl(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts, DType dt,
                      const char* op);
-  ShmDomain& shmDomain();
+  ShmDomain* shmDomain();  // maps the segment on first use; nullptr when shared memory is unusable
 
   std::shared_ptr<net::Store> store_;
   std::string prefix_;

@@ -32,6 +32,8 @@ class ShmSegment {
   const std::string& name() const { return name_; }
 
  private:
+  void release();
+
   std::string name_;
   char* data_ = nullptr;
   size_t size_ = 0;

@@ -28,8 +28,9 @@ void allreduceHalvingDoubling(Exchange& ex, const Group& g, char* buf, size_t co
   while (p * 2 <= n) p *= 2, ++logp;
   const int rem = n - p;
   const int r = g.me;
-  // Scratch: the folded-in buffer (count) + one slice per halving step (< count in total).
-  char* tmp = scratch.get(2 * count * es + es);
+  // Scratch: the folded-in buffer (count) + one slice per halving step; the slices add up to
+  // ceil(c/2) + ceil(c/4) + ... <= count + logp.
+  char* tmp = scratch.get((2 * count + logp + 1) * es);
   const uint32_t last_step = 1 + 2 * logp;
 
   const bool folds = r < 2 * rem;
