@@ -195,17 +195,18 @@ void Communicator::reduceScatter(const void* send, void* recv, size_t recv_count
     return;
   }
   if (recv_count == 0) return;
-  std::vector<char> work(static_cast<const char*>(send), static_cast<const char*>(send) + size_ * recv_count * es);
+  char* work = link_->work().get(size_ * recv_count * es);
+  std::memcpy(work, send, size_ * recv_count * es);
   std::vector<size_t> off(size_ + 1);
   for (int i = 0; i <= size_; ++i) off[i] = i * recv_count;
   {
     Exchange ex(*link_, *meter_, "reduce_scatter", phase_, opts_.timeout, link_->nextSeq());
-    ringReduceScatter(ex, Group::world(rank_, size_), work.data(), off, dt, op,
+    ringReduceScatter(ex, Group::world(rank_, size_), work, off, dt, op,
                       segmentElems(opts_.segment_bytes, es, recv_count), 0,
                       link_->scratch().get(ringScratchBytes(off, es)));
     ex.waitAll();
   }
-  std::memcpy(recv, work.data() + off[rank_] * es, recv_count * es);
+  std::memcpy(recv, work + off[rank_] * es, recv_count * es);
   if (op == ReduceOp::avg) divideBy(recv, recv_count, dt, size_);
 }
 

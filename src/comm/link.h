@@ -49,6 +49,7 @@ class Link {
   gloo::Context& context() { return *ctx_; }
   const std::shared_ptr<gloo::transport::Device>& device() const { return dev_; }
   Scratch& scratch() { return scratch_; }
+  Scratch& work() { return work_; }  // a second buffer, for ops that must not touch their input
   // Collective call numbers; kP2PSeq is reserved for send/recv.
   uint32_t nextSeq() {
     if (++seq_ == kP2PSeq) seq_ = 1;
@@ -67,6 +68,7 @@ class Link {
   uint32_t seq_ = 0;
   std::string broken_;
   Scratch scratch_;
+  Scratch work_;
 };
 
 // Slot layout: | seq:32 | sub:6 | step:10 | seg:16 |. Sender and receiver compute the same
