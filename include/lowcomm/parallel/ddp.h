@@ -1,0 +1,98 @@
+// Data-parallel training with gradient bucketing and overlap (DDP).
+//
+// Contract:
+// - Construction is collective over `world`: parameters (and buffers) are broadcast from rank 0,
+//   after checking that every rank has the same parameter names and shapes (ConfigError naming
+//   the first differing parameter otherwise).
+// - Trainable parameters are packed, in reverse registration order (the order backward
+//   produces their gradients), into f32 buckets of at most `bucket_bytes`. A post-accumulation
+//   autograd hook marks a parameter ready; a bucket whose parameters are all ready is handed,
+//   in bucket order, to the communication thread, which runs the BucketHook on it while
+//   backward continues. finish() waits for every bucket (launching those with unused
+//   parameters, whose gradients count as zero) and writes the averaged gradients into .grad.
+// - Gradient accumulation: with setSync(false) backward only accumulates into .grad; the
+//   backward after setSync(true) syncs the accumulated sum. The global batch is
+//   world × micro-batch × accumulation steps; the trainer scales the loss by 1/steps.
+// - The strategy communicates on its own communicator (split from `world`), so the caller
+//   may use `world` between steps.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lowcomm/base/trace.h"
+#include "lowcomm/comm/communicator.h"
+#include "lowcomm/parallel/bucket.h"
+
+namespace lowcomm::parallel {
+
+struct DdpOptions {
+  size_t bucket_bytes = 25u << 20;
+  bool overlap = true;          // false: all buckets are launched in finish() (for comparison)
+  std::string phase = "grad";   // traffic-meter label of gradient communication
+};
+
+struct DdpStats {
+  double comm_s = 0;   // time the communication thread spent in bucket hooks
+  double wait_s = 0;   // time finish() blocked the training thread
+  int64_t buckets = 0;
+};
+
+class CommThread;
+
+class DataParallel {
+ public:
+  DataParallel(std::shared_ptr<comm::Communicator> world, std::shared_ptr<torch::nn::Module> model,
+               DdpOptions opts = {}, std::shared_ptr<BucketHook> hook = nullptr, Trace* trace = nullptr);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  void setSync(bool sync) { sync_ = sync; }
+  bool sync() const { return sync_; }
+  // After backward on a sync step: waits for all buckets, leaves averaged gradients in .grad.
+  void finish();
+  // Averages floating-point buffers (e.g. BatchNorm running statistics) over the ranks.
+  void averageBuffers();
+
+  const std::vector<GradBucket>& buckets() const { return buckets_; }
+  DdpStats stats() const { return stats_; }
+  void resetStats() { stats_ = DdpStats{}; }
+  BucketHook& hook() { return *hook_; }
+  comm::Communicator& comm() { return *comm_; }
+
+ private:
+  struct Param;
+  void buildBuckets();
+  void installHooks();
+  void onGradReady(int param);
+  void launchReady(bool force);
+  void resetStep();
+
+  std::shared_ptr<comm::Communicator> comm_;
+  std::shared_ptr<torch::nn::Module> model_;
+  DdpOptions opts_;
+  std::shared_ptr<BucketHook> hook_;
+  Trace* trace_;
+  std::vector<Param> params_;
+  std::vector<GradBucket> buckets_;
+  std::vector<int> pending_;       // per bucket: parameters not ready yet this step
+  std::vector<int> bucket_of_;     // per parameter
+  std::vector<bool> ready_;        // per parameter
+  int next_launch_ = 0;            // buckets launch strictly in order on every rank
+  bool sync_ = true;
+  bool step_active_ = false;
+  std::unique_ptr<CommThread> thread_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keep hooks alive
+  DdpStats stats_;
+};
+
+// Checks that every rank of `comm` holds parameters with the same names and shapes, then
+// broadcasts parameters and buffers from rank 0. ConfigError names the first difference.
+void broadcastModel(comm::Communicator& comm, torch::nn::Module& model);
+
+}  // namespace lowcomm::parallel

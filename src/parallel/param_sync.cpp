@@ -1,0 +1,91 @@
+// Start-of-training consistency: same parameter names and shapes everywhere, then rank 0's
+// values broadcast; and buffer averaging (BatchNorm statistics) before evaluation.
+#include <cstring>
+#include <sstream>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/parallel/ddp.h"
+
+namespace lowcomm::parallel {
+
+namespace {
+
+std::vector<std::string> describe(torch::nn::Module& model) {
+  std::vector<std::string> lines;
+  for (const auto& p : model.named_parameters()) {
+    std::ostringstream os;
+    os << p.key() << " " << p.value().sizes();
+    lines.push_back(os.str());
+  }
+  return lines;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& l : v) s += l + "\n";
+  return s;
+}
+
+std::vector<std::string> splitLines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream is(s);
+  for (std::string l; std::getline(is, l);) out.push_back(l);
+  return out;
+}
+
+void broadcastTensor(comm::Communicator& comm, torch::Tensor t) {
+  LC_ENFORCE(t.is_contiguous(), "broadcast of a non-contiguous tensor");
+  const auto st = t.scalar_type();
+  if (st == torch::kFloat32) comm.broadcast(t.data_ptr(), t.numel(), comm::DType::f32, 0);
+  else if (st == torch::kFloat64) comm.broadcast(t.data_ptr(), t.numel(), comm::DType::f64, 0);
+  else if (st == torch::kInt64) comm.broadcast(t.data_ptr(), t.numel(), comm::DType::i64, 0);
+  else if (st == torch::kInt32) comm.broadcast(t.data_ptr(), t.numel(), comm::DType::i32, 0);
+  else comm.broadcast(t.data_ptr(), t.numel() * t.element_size(), comm::DType::u8, 0);
+}
+
+}  // namespace
+
+void broadcastModel(comm::Communicator& comm, torch::nn::Module& model) {
+  const std::string mine = joined(describe(model));
+  uint64_t h = 1469598103934665603ull;
+  for (char c : mine) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  std::vector<uint64_t> all(comm.size());
+  comm.allgather(&h, all.data(), 1, comm::DType::i64);
+  bool same = true;
+  for (auto x : all) same = same && x == all[0];
+  if (!same) {
+    // Find the first difference against rank 0's description.
+    uint64_t len = mine.size();
+    comm.broadcast(&len, 1, comm::DType::i64, 0);
+    std::string ref(len, '\0');
+    if (comm.rank() == 0) ref = mine;
+    comm.broadcast(ref.data(), len, comm::DType::u8, 0);
+    const auto a = splitLines(ref), b = describe(model);
+    std::string what = "parameter lists differ across ranks";
+    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+      const std::string x = i < a.size() ? a[i] : "<none>", y = i < b.size() ? b[i] : "<none>";
+      if (x != y) {
+        what = "first differing parameter #" + std::to_string(i) + ": rank 0 has '" + x + "', rank " +
+               std::to_string(comm.rank()) + " has '" + y + "'";
+        break;
+      }
+    }
+    if (a == b) what = "rank " + std::to_string(comm.rank()) + " matches rank 0, but another rank differs";
+    throw ConfigError("model mismatch across ranks: " + what);
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters()) broadcastTensor(comm, p.data());
+  for (auto& b : model.buffers()) broadcastTensor(comm, b);
+}
+
+void DataParallel::averageBuffers() {
+  torch::NoGradGuard no_grad;
+  for (auto& b : model_->buffers()) {
+    if (b.scalar_type() == torch::kFloat32)
+      comm_->allreduce(b.data_ptr(), b.numel(), comm::DType::f32, comm::ReduceOp::avg);
+    else if (b.scalar_type() == torch::kFloat64)
+      comm_->allreduce(b.data_ptr(), b.numel(), comm::DType::f64, comm::ReduceOp::avg);
+  }
+}
+
+}  // namespace lowcomm::parallel

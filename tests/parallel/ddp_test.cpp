@@ -1,0 +1,198 @@
+// DataParallel: N ranks (threads) on slices of a batch match one model on the whole batch;
+// buckets launch in order with unused parameters; accumulation; consistency checks.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "comm/harness.h"
+#include "lowcomm/base/error.h"
+#include "lowcomm/parallel/ddp.h"
+
+using namespace lowcomm;
+using namespace lowcomm::parallel;
+
+namespace {
+
+std::shared_ptr<torch::nn::Module> mlp(uint64_t seed, int hidden = 16) {
+  torch::manual_seed(seed);
+  torch::nn::Sequential s(torch::nn::Linear(10, hidden), torch::nn::ReLU(), torch::nn::Linear(hidden, hidden),
+                          torch::nn::ReLU(), torch::nn::Linear(hidden, 4));
+  return s.ptr();
+}
+
+torch::Tensor forward(torch::nn::Module& m, const torch::Tensor& x) {
+  return dynamic_cast<torch::nn::SequentialImpl&>(m).forward(x);
+}
+
+struct Data {
+  torch::Tensor x, y;
+};
+
+Data globalBatch(int rows) {
+  torch::manual_seed(1234);
+  return {torch::randn({rows, 10}), torch::randint(0, 4, {rows}, torch::kInt64)};
+}
+
+void sgd(torch::nn::Module& m, double lr) {
+  torch::NoGradGuard g;
+  for (auto& p : m.parameters()) p.sub_(lr * p.grad());
+}
+
+// One model trained on the whole batch (mean loss) for `steps` SGD steps.
+std::vector<torch::Tensor> reference(const Data& d, int steps) {
+  auto m = mlp(0);
+  for (int s = 0; s < steps; ++s) {
+    for (auto& p : m->parameters()) p.mutable_grad() = torch::Tensor();
+    torch::nn::functional::cross_entropy(forward(*m, d.x), d.y).backward();
+    sgd(*m, 0.1);
+  }
+  return m->parameters();
+}
+
+void expectClose(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-5, 1e-6)) << what << ": parameter " << i << " max diff "
+                                                         << (a[i] - b[i]).abs().max().item<float>();
+}
+
+class DdpWorld : public ::testing::TestWithParam<int> {};
+
+TEST_P(DdpWorld, MatchesOneRankOnTheWholeBatch) {
+  const int n = GetParam(), per = 6, steps = 3;
+  const Data d = globalBatch(n * per);
+  const auto want = reference(d, steps);
+  for (bool overlap : {true, false}) {
+    auto comms = test::makeComms(n);
+    std::vector<std::vector<torch::Tensor>> got(n);
+    // Built before the threads start (torch's global RNG is shared). Different initialisations:
+    // the broadcast from rank 0 must unify them.
+    std::vector<std::shared_ptr<torch::nn::Module>> models;
+    for (int r = 0; r < n; ++r) models.push_back(mlp(r == 0 ? 0 : 100 + r));
+    test::onRanks(n, [&](int r) {
+      auto m = models[r];
+      DdpOptions o;
+      o.bucket_bytes = 300;  // several buckets
+      o.overlap = overlap;
+      DataParallel ddp(comms[r], m, o);
+      EXPECT_GT(ddp.buckets().size(), 2u);
+      const auto x = d.x.narrow(0, r * per, per), y = d.y.narrow(0, r * per, per);
+      for (int s = 0; s < steps; ++s) {
+        for (auto& p : m->parameters()) p.mutable_grad() = torch::Tensor();
+        torch::nn::functional::cross_entropy(forward(*m, x), y).backward();
+        ddp.finish();
+        sgd(*m, 0.1);
+      }
+      got[r] = m->parameters();
+    });
+    for (int r = 0; r < n; ++r) expectClose(got[r], want, "rank " + std::to_string(r) + (overlap ? " overlap" : ""));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, DdpWorld, ::testing::Values(1, 2, 3, 4));
+
+// Ranks use different heads (data-dependent unused parameters): every rank still ends with the
+// same gradients, unused heads counting as zero.
+struct TwoHeads : torch::nn::Module {
+  TwoHeads() {
+    torch::manual_seed(5);
+    body = register_module("body", torch::nn::Linear(10, 8));
+    a = register_module("a", torch::nn::Linear(8, 4));
+    b = register_module("b", torch::nn::Linear(8, 4));
+  }
+  torch::Tensor forward(const torch::Tensor& x, bool use_a) {
+    auto h = torch::relu(body->forward(x));
+    return use_a ? a->forward(h) : b->forward(h);
+  }
+  torch::nn::Linear body{nullptr}, a{nullptr}, b{nullptr};
+};
+
+TEST(Ddp, UnusedParametersCountAsZeroAndAllRanksAgree) {
+  const int n = 3;
+  auto comms = test::makeComms(n);
+  std::vector<std::shared_ptr<TwoHeads>> models(n);
+  for (auto& m : models) m = std::make_shared<TwoHeads>();
+  const Data d = globalBatch(n * 4);
+  test::onRanks(n, [&](int r) {
+    DdpOptions o;
+    o.bucket_bytes = 64;  // one parameter per bucket: unused ones sit between used ones
+    DataParallel ddp(comms[r], models[r], o);
+    const bool use_a = r != 1;
+    torch::nn::functional::cross_entropy(models[r]->forward(d.x.narrow(0, r * 4, 4), use_a), d.y.narrow(0, r * 4, 4))
+        .backward();
+    ddp.finish();
+  });
+  for (int r = 1; r < n; ++r) {
+    auto p0 = models[0]->parameters(), pr = models[r]->parameters();
+    for (size_t i = 0; i < p0.size(); ++i)
+      EXPECT_TRUE(torch::equal(p0[i].grad(), pr[i].grad())) << "rank " << r << " parameter " << i;
+  }
+  // Head b was used by rank 1 only: its gradient is rank 1's divided by 3, nonzero.
+  EXPECT_GT(models[0]->b->weight.grad().abs().sum().item<float>(), 0.f);
+}
+
+TEST(Ddp, AccumulationSyncsOnlyTheLastMicroBatch) {
+  const int n = 2, per = 4;
+  const Data d = globalBatch(n * per * 2);
+  const auto want = reference(d, 1);
+  auto comms = test::makeComms(n);
+  std::vector<std::vector<torch::Tensor>> got(n);
+  std::vector<std::shared_ptr<torch::nn::Module>> models{mlp(0), mlp(0)};
+  test::onRanks(n, [&](int r) {
+    auto m = models[r];
+    DataParallel ddp(comms[r], m);
+    const auto before = comms[r]->meter().snapshot().total.bytes_sent;
+    for (int micro = 0; micro < 2; ++micro) {
+      ddp.setSync(micro == 1);
+      const int64_t row = (micro * n + r) * per;
+      // Each micro-batch's mean loss, halved: the sum over micro-batches is the batch mean.
+      (torch::nn::functional::cross_entropy(forward(*m, d.x.narrow(0, row, per)), d.y.narrow(0, row, per)) / 2)
+          .backward();
+      if (micro == 0) {
+        EXPECT_EQ(comms[r]->meter().snapshot().total.bytes_sent, before) << "no traffic before sync";
+      }
+      ddp.finish();
+    }
+    sgd(*m, 0.1);
+    got[r] = m->parameters();
+  });
+  for (int r = 0; r < n; ++r) expectClose(got[r], want, "rank " + std::to_string(r));
+}
+
+TEST(Ddp, DifferentModelsAreAConfigErrorNamingTheParameter) {
+  const int n = 2;
+  auto comms = test::makeComms(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::shared_ptr<torch::nn::Module>> models{mlp(0, 16), mlp(0, 17)};
+  test::onRanks(n, [&](int r) {
+    try {
+      DataParallel ddp(comms[r], models[r]);
+    } catch (const ConfigError& e) {
+      errors[r] = e.what();
+    }
+  });
+  EXPECT_NE(errors[1].find("0.weight"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("rank 1 has"), std::string::npos) << errors[1];
+  EXPECT_FALSE(errors[0].empty());
+}
+
+TEST(Ddp, TraceRecordsEveryBucket) {
+  const int n = 2;
+  auto comms = test::makeComms(n);
+  std::vector<Trace> traces(n);
+  std::vector<std::shared_ptr<torch::nn::Module>> models{mlp(0), mlp(0)};
+  const Data d = globalBatch(8);
+  test::onRanks(n, [&](int r) {
+    auto m = models[r];
+    DdpOptions o;
+    o.bucket_bytes = 300;
+    DataParallel ddp(comms[r], m, o, nullptr, &traces[r]);
+    torch::nn::functional::cross_entropy(forward(*m, d.x), d.y).backward();
+    ddp.finish();
+    int comm_events = 0;
+    for (const auto& e : traces[r].events()) comm_events += e.cat == "comm";
+    EXPECT_EQ(comm_events, static_cast<int>(ddp.buckets().size()));
+    EXPECT_GT(ddp.stats().comm_s, 0.0);
+  });
+}
+
+}  // namespace
