@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Markdown table from `lowcomm bench collectives --json` rows, with each row's speed relative
 to the c10d-gloo baseline of the same op and size measured in the same run.
 

@@ -12,6 +12,7 @@ void usage() {
   std::cerr << "usage: lowcomm <command> [options]\n"
                "commands:\n"
                "  launch   start N local worker processes (torchrun-style)\n"
+               "  train    data-parallel training: `lowcomm train --config configs/fmnist_cnn_ddp.toml`\n"
                "  bench    benchmarks: `lowcomm bench collectives --help`\n"
                "run `lowcomm <command> --help` for its options\n";
 }
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "launch") return lowcomm::cli::cmdLaunch(argc - 1, argv + 1);
     if (cmd == "bench") return lowcomm::cli::cmdBench(argc - 1, argv + 1);
+    if (cmd == "train") return lowcomm::cli::cmdTrain(argc - 1, argv + 1);
   } catch (const lowcomm::ConfigError& e) {
     std::cerr << "lowcomm " << cmd << ": error: " << e.what() << "\n";
     return 2;

@@ -32,6 +32,8 @@ class BucketHook {
   // Hook state (error-feedback residuals, RNG, ...) for checkpoints; empty by default.
   virtual void saveState(torch::serialize::OutputArchive& ar) const {}
   virtual void loadState(torch::serialize::InputArchive& ar) {}
+  // Raw gradient bytes per payload byte this hook sends (1 when it sends gradients as they are).
+  virtual double compressionRatio() const { return 1.0; }
 };
 
 // Plain allreduce-average of the f32 bucket (the uncompressed baseline).

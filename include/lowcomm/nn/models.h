@@ -1,0 +1,70 @@
+// Image classifiers built by name from the config (`model.*` keys).
+//
+// Naming contract (the data-parallel strategy fingerprints parameter names/shapes across ranks and
+// buckets gradients in reverse registration order; the low-rank layer keeps the first and the last
+// layer full rank):
+//  - every model registers its first layer (a Conv2d, or a Linear for `mlp`) as the child module
+//    `stem` and its classifier (a Linear producing the logits) as the child module `head`;
+//  - submodules are registered in forward order, so named_parameters() is hierarchical
+//    ("features.0.weight", "layer2.1.conv1.weight", "blocks.3.attn.qkv.weight", "head.bias"),
+//    deterministic, and identical on every construction with the same spec;
+//  - initial values depend only on the spec and torch's global generator (torch::manual_seed).
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lowcomm::nn {
+
+inline constexpr const char* kStemName = "stem";
+inline constexpr const char* kHeadName = "head";
+
+// What to build. Inputs are square images [B, in_channels, image_size, image_size].
+struct ModelSpec {
+  std::string name;      // one of modelNames()
+  int in_channels = 1;   // >= 1
+  int image_size = 28;   // >= 4; vit-tiny: divisible by the patch size
+  int classes = 10;      // >= 1
+  int vit_patch = 0;     // vit-tiny patch size; 0 = auto: 7 if it divides image_size, else 4
+  int vit_depth = 12;    // vit-tiny transformer blocks (12 = standard ViT-Tiny; fewer for CPU speed)
+};
+
+// A classifier. forward(x) takes float [B, in_channels, image_size, image_size] and returns logits
+// [B, classes]; any other input shape throws lowcomm::Error naming the expected shape.
+// Models with BatchNorm (vgg*, resnet18) need B >= 2 in train() mode.
+class Model : public torch::nn::Module {
+ public:
+  explicit Model(ModelSpec spec);
+  virtual torch::Tensor forward(torch::Tensor x) = 0;
+  const ModelSpec& spec() const { return spec_; }
+
+ protected:
+  // Throws lowcomm::Error unless x has the shape forward() accepts.
+  void checkInput(const torch::Tensor& x) const;
+
+ private:
+  ModelSpec spec_;
+};
+
+// Builds spec.name. Throws lowcomm::ConfigError naming the `model.*` key and its valid values for
+// an unknown name or an impossible combination (e.g. vit_patch not dividing image_size).
+std::shared_ptr<Model> makeModel(const ModelSpec& spec);
+
+// Valid values of ModelSpec::name, in a fixed order.
+std::vector<std::string> modelNames();
+
+// Number of scalar parameters (trainable tensors; buffers such as BatchNorm statistics excluded).
+int64_t parameterCount(const torch::nn::Module& module);
+
+// Child-module names of the first layer and of the classifier head: the parameters of those layers
+// are exactly the named_parameters() starting with "<name>.". Same for every model (kStemName,
+// kHeadName); functions exist so callers do not hard-code the convention.
+std::string firstLayerName(const Model& model);
+std::string headLayerName(const Model& model);
+
+}  // namespace lowcomm::nn

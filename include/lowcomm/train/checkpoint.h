@@ -1,0 +1,45 @@
+// Checkpoints: one file per rank per save (model, optimizer, schedule position, loader
+// position, RNG state, strategy hook state), written atomically (temp file, fsync, rename);
+// a `latest` file names the newest complete checkpoint. Weights also go to a state dict that
+// Python's torch.load reads.
+//
+// Contract: a checkpoint only becomes `latest` after every rank has written and synced its
+// file. Loading a truncated, foreign or mismatched file throws DataError naming the file.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+#include "lowcomm/data/loader.h"
+#include "lowcomm/parallel/bucket.h"
+
+namespace lowcomm::train {
+
+struct TrainState {
+  int64_t step = 0;   // optimizer steps done
+  data::BatchLoader::Position position;  // next batch
+  double elapsed_s = 0;  // wall time spent before this checkpoint (for the summary)
+  int64_t bytes_sent = 0;  // this rank's traffic before this checkpoint (metrics stay cumulative)
+  int64_t bytes_recv = 0;
+  uint64_t config_hash = 0;  // of the keys that must not change across a resume
+};
+
+std::string checkpointFile(const std::string& dir, int64_t step, int rank);
+
+void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
+                    const TrainState& state, const parallel::BucketHook& hook);
+TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
+                          parallel::BucketHook& hook);
+
+// `latest` pointer: written by rank 0 once all ranks saved (atomically), read by everyone.
+void writeLatest(const std::string& dir, int64_t step);
+int64_t readLatest(const std::string& dir);  // -1 when there is none
+
+// name -> tensor dict pickled for Python: torch.load(path) returns {"stem.weight": tensor, ...}.
+void savePythonStateDict(const std::string& path, torch::nn::Module& model);
+
+// Writes bytes to path through a temp file + fsync + rename (+ fsync of the directory).
+void writeFileAtomically(const std::string& path, const std::string& bytes);
+
+}  // namespace lowcomm::train

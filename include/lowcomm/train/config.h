@@ -1,0 +1,82 @@
+// Training configuration: a TOML file (sections model, data, optimizer, schedule, strategy,
+// comm, logging, checkpoint) plus `--set section.key=value` overrides.
+//
+// Contract: an unknown key, a value of the wrong type or out of range is a ConfigError naming
+// the file (or "--set") and the key. toToml() writes the resolved configuration, which loads
+// back to the same values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lowcomm::train {
+
+struct TrainConfig {
+  uint64_t seed = 42;
+  struct {
+    std::string name = "cnn";
+    int64_t vit_patch = 7;
+    int64_t vit_depth = 12;
+  } model;
+  struct {
+    std::string dataset = "fashion-mnist";
+    std::string dir = "/usr/share/datasets/fashion-mnist";
+    int64_t batch_size = 128;  // per rank and micro-batch
+    int64_t test_batch_size = 1000;
+    bool augment = false;
+    int64_t train_limit = 0;  // use only the first N training samples (0 = all)
+    int64_t test_limit = 0;
+  } data;
+  struct {
+    std::string name = "sgd";  // sgd | adamw
+    double lr = 0.05;
+    double momentum = 0.9;
+    bool nesterov = false;
+    double weight_decay = 0.0;
+    double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+    double grad_clip = 0.0;  // max global L2 norm; 0 = off
+    double label_smoothing = 0.0;
+  } optimizer;
+  struct {
+    std::string name = "constant";  // constant | step | cosine
+    int64_t epochs = 10;
+    int64_t max_steps = 0;  // stop after this many optimizer steps (0 = run all epochs)
+    int64_t warmup_steps = 0;
+    int64_t step_size = 1000;  // step schedule: multiply by gamma every step_size steps
+    double gamma = 0.1;
+    double min_lr = 0.0;
+  } schedule;
+  struct {
+    std::string name = "ddp";
+    double bucket_mb = 25.0;
+    bool overlap = true;
+    int64_t accumulation = 1;  // micro-batches per optimizer step
+  } strategy;
+  struct {
+    int64_t timeout_s = 300;
+    std::string algo = "auto";
+    std::string shm = "auto";
+    bool deterministic = false;
+    bool debug_check = false;
+    std::string iface;
+    std::string address;
+  } comm;
+  struct {
+    std::string out_dir = "runs/default";
+    int64_t log_every = 10;  // steps between progress lines / JSONL step records
+    bool progress = true;
+  } logging;
+  struct {
+    int64_t every_steps = 0;  // 0 = only at the end
+    std::string dir;          // empty = <out_dir>/checkpoints
+  } checkpoint;
+};
+
+// Loads `path` (empty: defaults only), then applies overrides "section.key=value" in order.
+TrainConfig loadConfig(const std::string& path, const std::vector<std::string>& overrides = {});
+std::string toToml(const TrainConfig& c);
+// Every valid key, "section.key".
+std::vector<std::string> configKeys();
+
+}  // namespace lowcomm::train

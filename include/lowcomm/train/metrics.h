@@ -1,0 +1,45 @@
+// Rank 0's outputs during training: the progress line, per-step and per-epoch JSONL records,
+// and the Chrome-trace timeline gathered from every rank.
+#pragma once
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lowcomm/base/trace.h"
+#include "lowcomm/comm/communicator.h"
+
+namespace lowcomm::train {
+
+// JSONL stream (one object per line, flushed per line so a crash keeps what was written).
+class JsonlWriter {
+ public:
+  explicit JsonlWriter(const std::string& path, bool append);
+  void write(const nlohmann::json& record);
+
+ private:
+  std::ofstream out_;
+  std::string path_;
+};
+
+// A single updating line on a terminal; plain lines otherwise.
+class Progress {
+ public:
+  explicit Progress(bool enabled);
+  void update(const std::string& line);
+  void finish();
+
+ private:
+  bool enabled_, tty_, open_ = false;
+};
+
+// Collective: gathers every rank's events and rank 0 writes `path` as a Chrome trace
+// (pid = rank, tid = lane). Times are aligned on the monotonic clock shared by the processes.
+void writeTimeline(comm::Communicator& world, const Trace& trace, const std::string& path);
+
+// nlohmann::json of a traffic snapshot's phases: {phase: {"sent": b, "recv": b}}.
+nlohmann::json phasesJson(const comm::TrafficSnapshot& s);
+
+}  // namespace lowcomm::train

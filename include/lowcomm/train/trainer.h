@@ -1,0 +1,32 @@
+// The training driver: data, model, strategy, optimizer and schedule from a TrainConfig, the
+// loop with gradient accumulation, evaluation every epoch, metrics, timeline and checkpoints.
+//
+// Collective over `world`. Rank 0 writes the outputs under logging.out_dir: config.toml (the
+// resolved configuration), metrics.jsonl, summary.json, model_state.pt (torch.load-able
+// weights) and checkpoints/.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lowcomm/comm/communicator.h"
+#include "lowcomm/train/config.h"
+
+namespace lowcomm::train {
+
+struct TrainOptions {
+  std::string summary_path;   // also write the summary JSON here (rank 0)
+  std::string timeline_path;  // Chrome trace of every rank
+  bool resume = false;        // continue from <checkpoint dir>/latest
+};
+
+// Returns the summary (on every rank): {strategy, world, steps, epochs, wall_s, test_accuracy,
+// test_loss, bytes_sent (all ranks), bytes_sent_per_rank, bytes_by_phase (rank 0),
+// compression_ratio, checkpoint, samples_per_s, comm_s, wait_s, comm_hidden_fraction,
+// straggler_rank, ...}.
+nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> world,
+                           const TrainOptions& opts);
+
+}  // namespace lowcomm::train

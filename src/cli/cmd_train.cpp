@@ -1,0 +1,117 @@
+// `lowcomm train --config FILE.toml [--set key=value ...] [--nproc N]`: data-parallel training.
+// With --nproc it launches itself through the launcher; started by a launcher (RANK, ...) it is
+// one worker; otherwise it trains as a single process.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <iostream>
+
+#include "commands.h"
+#include "lowcomm/base/error.h"
+#include "lowcomm/launch/launcher.h"
+#include "lowcomm/net/env.h"
+#include "lowcomm/runtime/worker.h"
+#include "lowcomm/train/trainer.h"
+
+namespace lowcomm::cli {
+
+namespace {
+
+std::string selfPath() {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len <= 0) throw Error("cannot find this executable's path (/proc/self/exe)");
+  self[len] = 0;
+  return self;
+}
+
+comm::CommOptions commOptions(const train::TrainConfig& c) {
+  comm::CommOptions o;
+  o.timeout = std::chrono::seconds(c.comm.timeout_s);
+  o.allreduce_algo = comm::parseAlgo(c.comm.algo);
+  o.shm = comm::parseShmMode(c.comm.shm);
+  o.deterministic = c.comm.deterministic;
+  o.debug_check = c.comm.debug_check;
+  return o;
+}
+
+void printSummary(const nlohmann::json& s) {
+  std::printf("\n== summary ==\n");
+  std::printf("  %-22s %s\n", "strategy", s["strategy"].get<std::string>().c_str());
+  std::printf("  %-22s %s on %s\n", "model", s["model"].get<std::string>().c_str(), s["dataset"].get<std::string>().c_str());
+  std::printf("  %-22s %d\n", "world", s["world"].get<int>());
+  std::printf("  %-22s %lld (%.2f epochs)\n", "steps", s["steps"].get<long long>(), s["epochs"].get<double>());
+  std::printf("  %-22s %.2f %%\n", "test accuracy", 100.0 * s["test_accuracy"].get<double>());
+  std::printf("  %-22s %.1f s (%.0f samples/s)\n", "wall time", s["wall_s"].get<double>(), s["samples_per_s"].get<double>());
+  std::printf("  %-22s %.1f MB total, %.1f MB per rank\n", "bytes sent", s["bytes_sent"].get<double>() / 1048576.0,
+              s["bytes_sent_per_rank"].get<double>() / 1048576.0);
+  std::printf("  %-22s %.2f\n", "compression ratio", s["compression_ratio"].get<double>());
+  std::printf("  %-22s comm %.1f s, waited %.1f s (%.0f %% of communication hidden)\n", "communication",
+              s["comm_s"].get<double>(), s["wait_s"].get<double>(), 100.0 * s["comm_hidden_fraction"].get<double>());
+  std::printf("  %-22s rank %d (waited least)\n", "straggler", s["straggler_rank"].get<int>());
+  std::printf("  %-22s %s\n", "checkpoint", s["checkpoint"].get<std::string>().c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int cmdTrain(int argc, char** argv) {
+  std::string config, summary, timeline;
+  std::vector<std::string> sets;
+  int nproc = 0;
+  bool resume = false, list_keys = false;
+  CLI::App app{"Data-parallel training on LibTorch", "lowcomm train"};
+  app.add_option("--config", config, "TOML configuration file (configs/*.toml)");
+  app.add_option("--set", sets, "override a key: section.key=value (repeatable)");
+  app.add_option("--nproc", nproc, "launch this many local worker processes");
+  app.add_option("--summary", summary, "also write the summary JSON here");
+  app.add_option("--timeline", timeline, "write a Chrome trace (Perfetto / chrome://tracing) of every rank");
+  app.add_flag("--resume", resume, "continue from the latest checkpoint in checkpoint.dir");
+  app.add_flag("--list-keys", list_keys, "print every configuration key and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    throw ConfigError(e.what());
+  }
+  if (list_keys) {
+    for (const auto& k : train::configKeys()) std::cout << k << "\n";
+    return 0;
+  }
+  const auto cfg = train::loadConfig(config, sets);  // fail before launching anything
+
+  if (nproc > 0 && !std::getenv("LOWCOMM_TRAIN_WORKER")) {
+    launch::LaunchOptions lo;
+    lo.nproc = nproc;
+    lo.quiet_nonzero = true;
+    lo.extra_env["LOWCOMM_TRAIN_WORKER"] = "1";
+    lo.command = {selfPath(), "train"};
+    for (int i = 1; i < argc; ++i) lo.command.push_back(argv[i]);
+    return launch::launch(lo, std::cerr);
+  }
+
+  std::shared_ptr<comm::Communicator> world;
+  if (net::detectWorkerEnv()) {
+    runtime::WorkerOptions wo;
+    wo.comm = commOptions(cfg);
+    wo.transport.iface = cfg.comm.iface;
+    wo.transport.address = cfg.comm.address;
+    world = runtime::initWorker(wo).comm;
+  } else {
+    runtime::pinTorchThreads(1);
+    net::TransportOptions t;
+    t.address = "127.0.0.1";
+    world = comm::Communicator::create(std::make_shared<net::MemoryStore>(), 0, 1, commOptions(cfg), t);
+  }
+  train::TrainOptions to;
+  to.summary_path = summary;
+  to.timeline_path = timeline;
+  to.resume = resume;
+  const auto s = train::runTraining(cfg, world, to);
+  if (world->rank() == 0) printSummary(s);
+  return 0;
+}
+
+}  // namespace lowcomm::cli

@@ -1,0 +1,89 @@
+#include <torch/torch.h>
+
+#include <utility>
+
+#include "families.h"
+#include "lowcomm/base/error.h"
+#include "lowcomm/nn/models.h"
+
+namespace lowcomm::nn {
+namespace {
+
+using Factory = std::shared_ptr<Model> (*)(const ModelSpec&);
+
+struct Entry {
+  const char* name;
+  Factory make;
+};
+
+// name -> factory; order is the order modelNames() reports.
+constexpr Entry kRegistry[] = {
+    {"mlp", detail::makeMlp},           {"cnn", detail::makeCnn},
+    {"vgg11", detail::makeVgg11},       {"vgg16", detail::makeVgg16},
+    {"resnet18", detail::makeResNet18}, {"vit-tiny", detail::makeVitTiny},
+};
+
+std::string joinedNames() {
+  std::string out;
+  for (const auto& e : kRegistry) out += (out.empty() ? "" : ", ") + std::string(e.name);
+  return out;
+}
+
+}  // namespace
+
+Model::Model(ModelSpec spec) : spec_(std::move(spec)) {}
+
+void Model::checkInput(const torch::Tensor& x) const {
+  const bool ok = x.dim() == 4 && x.size(1) == spec_.in_channels && x.size(2) == spec_.image_size &&
+                  x.size(3) == spec_.image_size;
+  LC_ENFORCE(ok, "model '", spec_.name, "' expects input [B, ", spec_.in_channels, ", ",
+             spec_.image_size, ", ", spec_.image_size, "], got ", x.sizes());
+}
+
+std::shared_ptr<Model> makeModel(const ModelSpec& spec) {
+  const Entry* found = nullptr;
+  for (const auto& e : kRegistry)
+    if (spec.name == e.name) found = &e;
+  if (!found)
+    throw ConfigError("model.name: unknown model '" + spec.name + "'; valid values: " + joinedNames());
+  if (spec.in_channels < 1)
+    throw ConfigError("model.in_channels: must be >= 1, got " + std::to_string(spec.in_channels));
+  if (spec.image_size < 4)
+    throw ConfigError("model.image_size: must be >= 4, got " + std::to_string(spec.image_size));
+  if (spec.classes < 1)
+    throw ConfigError("model.classes: must be >= 1, got " + std::to_string(spec.classes));
+  return found->make(spec);
+}
+
+std::vector<std::string> modelNames() {
+  std::vector<std::string> names;
+  for (const auto& e : kRegistry) names.emplace_back(e.name);
+  return names;
+}
+
+int64_t parameterCount(const torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const auto& p : module.parameters()) n += p.numel();
+  return n;
+}
+
+std::string firstLayerName(const Model&) { return kStemName; }
+std::string headLayerName(const Model&) { return kHeadName; }
+
+namespace detail {
+
+void initConvNet(torch::nn::Module& root) {
+  torch::NoGradGuard no_grad;
+  for (const auto& m : root.modules(/*include_self=*/false)) {
+    if (auto* conv = m->as<torch::nn::Conv2d>()) {
+      torch::nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU);
+      if (conv->bias.defined()) conv->bias.zero_();
+    } else if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
+      bn->weight.fill_(1.0);
+      bn->bias.zero_();
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace lowcomm::nn

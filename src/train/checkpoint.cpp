@@ -1,0 +1,161 @@
+#include "lowcomm/train/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "lowcomm/base/error.h"
+
+namespace lowcomm::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+constexpr int64_t kMagic = 0x4c4f57434b5054;  // "LOWCKPT"
+constexpr int64_t kVersion = 1;
+
+void fsyncPath(const std::string& path, bool dir) {
+  const int fd = ::open(path.c_str(), dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+torch::Tensor scalar(int64_t v) { return torch::tensor({v}, torch::kInt64); }
+torch::Tensor scalarD(double v) { return torch::tensor({v}, torch::kFloat64); }
+}  // namespace
+
+std::string checkpointFile(const std::string& dir, int64_t step, int rank) {
+  return (fs::path(dir) / ("step" + std::to_string(step) + ".rank" + std::to_string(rank) + ".pt")).string();
+}
+
+void writeFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw ConfigError("cannot write '" + tmp + "'");
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!f.flush()) throw ConfigError("cannot write '" + tmp + "' (disk full?)");
+  }
+  fsyncPath(tmp, false);
+  fs::rename(tmp, path);
+  fsyncPath(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string(), true);
+}
+
+void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
+                    const TrainState& state, const parallel::BucketHook& hook) {
+  torch::serialize::OutputArchive ar;
+  ar.write("magic", scalar(kMagic));
+  ar.write("version", scalar(kVersion));
+  ar.write("step", scalar(state.step));
+  ar.write("epoch", scalar(state.position.epoch));
+  ar.write("batch", scalar(state.position.batch));
+  ar.write("elapsed_s", scalarD(state.elapsed_s));
+  ar.write("config_hash", scalar(static_cast<int64_t>(state.config_hash)));
+  ar.write("bytes_sent", scalar(state.bytes_sent));
+  ar.write("bytes_recv", scalar(state.bytes_recv));
+  torch::serialize::OutputArchive m;
+  for (const auto& p : model.named_parameters()) m.write(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) m.write(b.key(), b.value(), /*is_buffer=*/true);
+  ar.write("model", m);
+  torch::serialize::OutputArchive o;
+  opt.save(o);
+  ar.write("optimizer", o);
+  torch::serialize::OutputArchive h;
+  hook.saveState(h);
+  ar.write("hook", h);
+  ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
+  std::ostringstream os;
+  ar.save_to(os);
+  writeFileAtomically(path, os.str());
+}
+
+TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
+                          parallel::BucketHook& hook) {
+  if (!fs::exists(path)) throw DataError("checkpoint '" + path + "' does not exist");
+  torch::serialize::InputArchive ar;
+  try {
+    ar.load_from(path);
+  } catch (const std::exception& e) {
+    throw DataError("checkpoint '" + path + "' is truncated or not a lowcomm checkpoint: " +
+                    std::string(e.what()).substr(0, 200));
+  }
+  auto readInt = [&](const char* key) {
+    torch::Tensor t;
+    if (!ar.try_read(key, t) || t.numel() != 1)
+      throw DataError("checkpoint '" + path + "' is not a lowcomm checkpoint (no '" + key + "')");
+    return t.item<int64_t>();
+  };
+  if (readInt("magic") != kMagic) throw DataError("checkpoint '" + path + "' is not a lowcomm checkpoint (bad magic)");
+  if (readInt("version") != kVersion)
+    throw DataError("checkpoint '" + path + "' has version " + std::to_string(readInt("version")) + ", expected " +
+                    std::to_string(kVersion));
+  TrainState s;
+  s.step = readInt("step");
+  s.position.epoch = readInt("epoch");
+  s.position.batch = readInt("batch");
+  s.config_hash = static_cast<uint64_t>(readInt("config_hash"));
+  s.bytes_sent = readInt("bytes_sent");
+  s.bytes_recv = readInt("bytes_recv");
+  torch::Tensor el;
+  if (ar.try_read("elapsed_s", el)) s.elapsed_s = el.item<double>();
+  try {
+    torch::serialize::InputArchive m;
+    ar.read("model", m);
+    torch::NoGradGuard no_grad;
+    for (auto& p : model.named_parameters()) {
+      torch::Tensor t;
+      if (!m.try_read(p.key(), t)) throw DataError("checkpoint '" + path + "' has no parameter '" + p.key() + "'");
+      if (!t.sizes().equals(p.value().sizes()))
+        throw DataError("checkpoint '" + path + "': parameter '" + p.key() + "' has shape " +
+                        c10::str(t.sizes()) + ", the model has " + c10::str(p.value().sizes()));
+      p.value().copy_(t);
+    }
+    for (auto& b : model.named_buffers()) {
+      torch::Tensor t;
+      if (!m.try_read(b.key(), t, /*is_buffer=*/true))
+        throw DataError("checkpoint '" + path + "' has no buffer '" + b.key() + "'");
+      b.value().copy_(t);
+    }
+    torch::serialize::InputArchive o;
+    ar.read("optimizer", o);
+    opt.load(o);
+    torch::serialize::InputArchive h;
+    ar.read("hook", h);
+    hook.loadState(h);
+    torch::Tensor rng;
+    ar.read("rng", rng);
+    auto gen = at::detail::getDefaultCPUGenerator();
+    gen.set_state(rng);
+  } catch (const DataError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw DataError("checkpoint '" + path + "' does not match this model/optimizer: " +
+                    std::string(e.what()).substr(0, 300));
+  }
+  return s;
+}
+
+void writeLatest(const std::string& dir, int64_t step) {
+  writeFileAtomically((fs::path(dir) / "latest").string(), std::to_string(step) + "\n");
+}
+
+int64_t readLatest(const std::string& dir) {
+  std::ifstream f(fs::path(dir) / "latest");
+  int64_t step = -1;
+  if (!(f >> step) || step < 0) return -1;
+  return step;
+}
+
+void savePythonStateDict(const std::string& path, torch::nn::Module& model) {
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& p : model.named_parameters()) dict.insert(p.key(), p.value().detach().clone());
+  for (const auto& b : model.named_buffers()) dict.insert(b.key(), b.value().detach().clone());
+  const auto bytes = torch::pickle_save(c10::IValue(dict));
+  writeFileAtomically(path, std::string(bytes.begin(), bytes.end()));
+}
+
+}  // namespace lowcomm::train

@@ -1,0 +1,234 @@
+#include "lowcomm/train/config.h"
+
+#include <functional>
+#include <map>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "lowcomm/base/error.h"
+
+namespace lowcomm::train {
+
+namespace {
+
+// One schema entry per key: how to read it from a TOML node and how to print it.
+struct Field {
+  std::function<void(TrainConfig&, const toml::node&, const std::string& where)> set;
+  std::function<std::string(const TrainConfig&)> show;
+};
+
+[[noreturn]] void bad(const std::string& where, const std::string& key, const std::string& why) {
+  throw ConfigError(where + ": key '" + key + "' " + why);
+}
+
+template <typename T>
+T get(const toml::node& n, const std::string& where, const std::string& key) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (auto v = n.value_exact<bool>()) return *v;
+    bad(where, key, "must be true or false");
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (auto v = n.value_exact<std::string>()) return *v;
+    bad(where, key, "must be a string");
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    if (auto v = n.value_exact<int64_t>()) return *v;
+    bad(where, key, "must be an integer");
+  } else {
+    if (auto v = n.value<double>()) return *v;
+    bad(where, key, "must be a number");
+  }
+}
+
+std::string quote(const std::string& s) {
+  std::ostringstream os;
+  os << toml::value<std::string>(s);
+  return os.str();
+}
+std::string show(bool b) { return b ? "true" : "false"; }
+std::string show(int64_t v) { return std::to_string(v); }
+std::string show(double v) {
+  std::ostringstream os;
+  os << toml::value<double>(v);
+  return os.str();
+}
+std::string show(const std::string& s) { return quote(s); }
+
+#define LC_FIELD(key, member, T)                                                                         \
+  {                                                                                                      \
+    key, Field {                                                                                         \
+      [](TrainConfig& c, const toml::node& n, const std::string& w) { c.member = get<T>(n, w, key); }, \
+          [](const TrainConfig& c) { return show(static_cast<T>(c.member)); }                           \
+    }                                                                                                    \
+  }
+
+const std::map<std::string, Field>& schema() {
+  static const std::map<std::string, Field> fields = {
+      {"seed", Field{[](TrainConfig& c, const toml::node& n, const std::string& w) {
+                       const int64_t v = get<int64_t>(n, w, "seed");
+                       if (v < 0) bad(w, "seed", "must be >= 0");
+                       c.seed = static_cast<uint64_t>(v);
+                     },
+                     [](const TrainConfig& c) { return std::to_string(c.seed); }}},
+      LC_FIELD("model.name", model.name, std::string),
+      LC_FIELD("model.vit_patch", model.vit_patch, int64_t),
+      LC_FIELD("model.vit_depth", model.vit_depth, int64_t),
+      LC_FIELD("data.dataset", data.dataset, std::string),
+      LC_FIELD("data.dir", data.dir, std::string),
+      LC_FIELD("data.batch_size", data.batch_size, int64_t),
+      LC_FIELD("data.test_batch_size", data.test_batch_size, int64_t),
+      LC_FIELD("data.augment", data.augment, bool),
+      LC_FIELD("data.train_limit", data.train_limit, int64_t),
+      LC_FIELD("data.test_limit", data.test_limit, int64_t),
+      LC_FIELD("optimizer.name", optimizer.name, std::string),
+      LC_FIELD("optimizer.lr", optimizer.lr, double),
+      LC_FIELD("optimizer.momentum", optimizer.momentum, double),
+      LC_FIELD("optimizer.nesterov", optimizer.nesterov, bool),
+      LC_FIELD("optimizer.weight_decay", optimizer.weight_decay, double),
+      LC_FIELD("optimizer.beta1", optimizer.beta1, double),
+      LC_FIELD("optimizer.beta2", optimizer.beta2, double),
+      LC_FIELD("optimizer.eps", optimizer.eps, double),
+      LC_FIELD("optimizer.grad_clip", optimizer.grad_clip, double),
+      LC_FIELD("optimizer.label_smoothing", optimizer.label_smoothing, double),
+      LC_FIELD("schedule.name", schedule.name, std::string),
+      LC_FIELD("schedule.epochs", schedule.epochs, int64_t),
+      LC_FIELD("schedule.max_steps", schedule.max_steps, int64_t),
+      LC_FIELD("schedule.warmup_steps", schedule.warmup_steps, int64_t),
+      LC_FIELD("schedule.step_size", schedule.step_size, int64_t),
+      LC_FIELD("schedule.gamma", schedule.gamma, double),
+      LC_FIELD("schedule.min_lr", schedule.min_lr, double),
+      LC_FIELD("strategy.name", strategy.name, std::string),
+      LC_FIELD("strategy.bucket_mb", strategy.bucket_mb, double),
+      LC_FIELD("strategy.overlap", strategy.overlap, bool),
+      LC_FIELD("strategy.accumulation", strategy.accumulation, int64_t),
+      LC_FIELD("comm.timeout_s", comm.timeout_s, int64_t),
+      LC_FIELD("comm.algo", comm.algo, std::string),
+      LC_FIELD("comm.shm", comm.shm, std::string),
+      LC_FIELD("comm.deterministic", comm.deterministic, bool),
+      LC_FIELD("comm.debug_check", comm.debug_check, bool),
+      LC_FIELD("comm.iface", comm.iface, std::string),
+      LC_FIELD("comm.address", comm.address, std::string),
+      LC_FIELD("logging.out_dir", logging.out_dir, std::string),
+      LC_FIELD("logging.log_every", logging.log_every, int64_t),
+      LC_FIELD("logging.progress", logging.progress, bool),
+      LC_FIELD("checkpoint.every_steps", checkpoint.every_steps, int64_t),
+      LC_FIELD("checkpoint.dir", checkpoint.dir, std::string),
+  };
+  return fields;
+}
+#undef LC_FIELD
+
+void apply(TrainConfig& c, const std::string& key, const toml::node& n, const std::string& where) {
+  auto it = schema().find(key);
+  if (it == schema().end()) bad(where, key, "is unknown (valid keys: see `lowcomm train --list-keys`)");
+  it->second.set(c, n, where);
+}
+
+void walk(TrainConfig& c, const toml::table& t, const std::string& prefix, const std::string& where) {
+  for (const auto& [k, v] : t) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const auto* sub = v.as_table()) {
+      if (!prefix.empty()) bad(where, key, "is nested too deeply");
+      walk(c, *sub, key, where);
+    } else {
+      apply(c, key, v, where);
+    }
+  }
+}
+
+void oneOf(const std::string& where, const std::string& key, const std::string& v,
+           std::initializer_list<const char*> allowed) {
+  std::string list;
+  for (const char* a : allowed) {
+    if (v == a) return;
+    list += std::string(list.empty() ? "" : ", ") + a;
+  }
+  bad(where, key, "is '" + v + "'; expected one of: " + list);
+}
+
+void validate(const TrainConfig& c, const std::string& where) {
+  auto positive = [&](const char* key, double v) {
+    if (!(v > 0)) bad(where, key, "must be > 0");
+  };
+  auto nonneg = [&](const char* key, double v) {
+    if (!(v >= 0)) bad(where, key, "must be >= 0");
+  };
+  positive("data.batch_size", static_cast<double>(c.data.batch_size));
+  positive("data.test_batch_size", static_cast<double>(c.data.test_batch_size));
+  nonneg("data.train_limit", static_cast<double>(c.data.train_limit));
+  nonneg("data.test_limit", static_cast<double>(c.data.test_limit));
+  oneOf(where, "optimizer.name", c.optimizer.name, {"sgd", "adamw"});
+  positive("optimizer.lr", c.optimizer.lr);
+  nonneg("optimizer.momentum", c.optimizer.momentum);
+  nonneg("optimizer.weight_decay", c.optimizer.weight_decay);
+  nonneg("optimizer.grad_clip", c.optimizer.grad_clip);
+  if (c.optimizer.label_smoothing < 0 || c.optimizer.label_smoothing >= 1)
+    bad(where, "optimizer.label_smoothing", "must be in [0, 1)");
+  oneOf(where, "schedule.name", c.schedule.name, {"constant", "step", "cosine"});
+  positive("schedule.epochs", static_cast<double>(c.schedule.epochs));
+  nonneg("schedule.max_steps", static_cast<double>(c.schedule.max_steps));
+  nonneg("schedule.warmup_steps", static_cast<double>(c.schedule.warmup_steps));
+  positive("schedule.step_size", static_cast<double>(c.schedule.step_size));
+  oneOf(where, "strategy.name", c.strategy.name, {"ddp"});
+  positive("strategy.bucket_mb", c.strategy.bucket_mb);
+  positive("strategy.accumulation", static_cast<double>(c.strategy.accumulation));
+  positive("comm.timeout_s", static_cast<double>(c.comm.timeout_s));
+  oneOf(where, "comm.algo", c.comm.algo, {"auto", "ring", "hd", "hier", "ordered", "shm"});
+  oneOf(where, "comm.shm", c.comm.shm, {"auto", "on", "off"});
+  positive("logging.log_every", static_cast<double>(c.logging.log_every));
+  nonneg("checkpoint.every_steps", static_cast<double>(c.checkpoint.every_steps));
+  if (c.logging.out_dir.empty()) bad(where, "logging.out_dir", "must not be empty");
+}
+
+}  // namespace
+
+TrainConfig loadConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  TrainConfig c;
+  if (!path.empty()) {
+    toml::table t;
+    try {
+      t = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+      std::ostringstream os;
+      os << path << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
+      throw ConfigError(os.str());
+    }
+    walk(c, t, "", path);
+  }
+  for (const auto& o : overrides) {
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) throw ConfigError("--set expects section.key=value, got '" + o + "'");
+    const std::string key = o.substr(0, eq), value = o.substr(eq + 1);
+    toml::table t;
+    try {
+      t = toml::parse("v = " + value);
+    } catch (const toml::parse_error&) {
+      t = toml::table{{"v", value}};  // a bare word is a string
+    }
+    apply(c, key, *t.get("v"), "--set");
+  }
+  validate(c, path.empty() ? "config" : path);
+  return c;
+}
+
+std::string toToml(const TrainConfig& c) {
+ std::string out, section;
+  out += "seed = " + schema().at("seed").show(c) + "\n";
+  for (const auto& [key, field] : schema()) {
+    const auto dot = key.find('.');
+    if (dot == std::string::npos) continue;
+    const std::string sec = key.substr(0, dot);
+    if (sec != section) {
+      out += "\n[" + sec + "]\n";
+      section = sec;
+    }
+    out += key.substr(dot + 1) + " = " + field.show(c) + "\n";
+  }
+  return out;
+}
+
+std::vector<std::string> configKeys() {
+  std::vector<std::string> keys;
+  for (const auto& kv : schema()) keys.push_back(kv.first);
+  return keys;
+}
+
+}  // namespace lowcomm::train

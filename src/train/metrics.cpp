@@ -1,0 +1,84 @@
+#include "lowcomm/train/metrics.h"
+
+#include <unistd.h>
+
+#include <iostream>
+
+#include "lowcomm/base/error.h"
+
+namespace lowcomm::train {
+
+JsonlWriter::JsonlWriter(const std::string& path, bool append)
+    : out_(path, append ? std::ios::app : std::ios::trunc), path_(path) {
+  if (!out_) throw ConfigError("cannot write metrics file '" + path + "'");
+}
+
+void JsonlWriter::write(const nlohmann::json& record) {
+  out_ << record.dump() << "\n";
+  out_.flush();
+}
+
+Progress::Progress(bool enabled) : enabled_(enabled), tty_(::isatty(STDOUT_FILENO) != 0) {}
+
+void Progress::update(const std::string& line) {
+  if (!enabled_) return;
+  if (tty_) {
+    std::printf("\r\033[K%s", line.c_str());
+    open_ = true;
+  } else {
+    std::printf("%s\n", line.c_str());
+  }
+  std::fflush(stdout);
+}
+
+void Progress::finish() {
+  if (open_) std::printf("\n");
+  open_ = false;
+  std::fflush(stdout);
+}
+
+nlohmann::json phasesJson(const comm::TrafficSnapshot& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [phase, c] : s.by_phase)
+    j[phase.empty() ? "other" : phase] = {{"sent", c.bytes_sent}, {"recv", c.bytes_recv}};
+  return j;
+}
+
+void writeTimeline(comm::Communicator& world, const Trace& trace, const std::string& path) {
+  // Align on rank 0's origin: steady_clock is the system-wide monotonic clock.
+  int64_t origin = std::chrono::duration_cast<std::chrono::nanoseconds>(trace.origin().time_since_epoch()).count();
+  int64_t origin0 = origin;
+  world.broadcast(&origin0, 1, comm::DType::i64, 0);
+  const double shift_us = static_cast<double>(origin - origin0) / 1000.0;
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& e : trace.events()) {
+    nlohmann::json ev = {{"name", e.name}, {"cat", e.cat}, {"ph", "X"}, {"pid", world.rank()}, {"tid", e.lane},
+                         {"ts", e.start_us + shift_us}, {"dur", e.dur_us}};
+    if (!e.args.empty()) ev["args"] = e.args;
+    events.push_back(std::move(ev));
+  }
+  const std::string mine = events.dump();
+  std::vector<size_t> sizes(world.size());
+  size_t n = mine.size();
+  world.allgather(&n, sizes.data(), 1, comm::DType::i64);
+  size_t total = 0;
+  for (size_t s : sizes) total += s;
+  std::string all(total, '\0');
+  world.allgatherv(mine.data(), mine.size(), all.data(), sizes, comm::DType::u8);
+  if (world.rank() != 0) return;
+  nlohmann::json out = {{"traceEvents", nlohmann::json::array()}, {"displayTimeUnit", "ms"}};
+  size_t at = 0;
+  for (int r = 0; r < world.size(); ++r) {
+    auto part = nlohmann::json::parse(all.substr(at, sizes[r]));
+    at += sizes[r];
+    out["traceEvents"].push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"args", {{"name", "rank " + std::to_string(r)}}}});
+    out["traceEvents"].push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0}, {"args", {{"name", "compute"}}}});
+    out["traceEvents"].push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 1}, {"args", {{"name", "communication"}}}});
+    for (auto& ev : part) out["traceEvents"].push_back(std::move(ev));
+  }
+  std::ofstream f(path);
+  if (!f) throw ConfigError("cannot write timeline '" + path + "'");
+  f << out.dump() << "\n";
+}
+
+}  // namespace lowcomm::train

@@ -1,0 +1,282 @@
+#include "lowcomm/train/trainer.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/base/trace.h"
+#include "lowcomm/data/dataset.h"
+#include "lowcomm/data/loader.h"
+#include "lowcomm/nn/models.h"
+#include "lowcomm/parallel/ddp.h"
+#include "lowcomm/train/checkpoint.h"
+#include "lowcomm/train/metrics.h"
+#include "lowcomm/train/optim.h"
+
+namespace lowcomm::train {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Keys a resumed run must share with the run that wrote the checkpoint.
+uint64_t resumeHash(const TrainConfig& c, int world) {
+  const std::string key = c.model.name + "|" + std::to_string(c.model.vit_patch) + "|" +
+                          std::to_string(c.model.vit_depth) + "|" + c.data.dataset + "|" +
+                          std::to_string(c.data.batch_size) + "|" + std::to_string(c.data.train_limit) + "|" +
+                          std::to_string(c.strategy.accumulation) + "|" + c.optimizer.name + "|" +
+                          std::to_string(c.seed) + "|" + std::to_string(world);
+  uint64_t h = 1469598103934665603ull;
+  for (char ch : key) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+  return h >> 1;  // stored as int64
+}
+
+double sumOver(comm::Communicator& c, double v) {
+  c.allreduce(&v, 1, comm::DType::f64, comm::ReduceOp::sum);
+  return v;
+}
+
+std::string human(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
+std::string duration(double s) {
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof(buf), "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
+  else std::snprintf(buf, sizeof(buf), "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(s) % 60);
+  return buf;
+}
+
+struct Eval {
+  double accuracy = 0, loss = 0;
+  int64_t samples = 0;
+};
+
+// Every rank evaluates its shard of the test set; sums are combined over the world.
+Eval evaluate(nn::Model& model, parallel::DataParallel& ddp, comm::Communicator& world, const data::Dataset& test,
+              const TrainConfig& c) {
+  ddp.averageBuffers();  // BatchNorm statistics differ per rank
+  model.eval();
+  torch::NoGradGuard no_grad;
+  const int64_t shard = test.size() / world.size();
+  const int64_t batch = std::max<int64_t>(1, std::min(c.data.test_batch_size, shard));
+  data::BatchLoader loader(test, world.rank(), world.size(), batch, c.seed, {}, /*shuffle=*/false, /*dropLast=*/false);
+  loader.startEpoch(0);
+  double correct = 0, loss = 0, count = 0;
+  data::Batch b;
+  while (loader.next(b)) {
+    auto out = model.forward(b.x);
+    loss += torch::nn::functional::cross_entropy(out, b.y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
+    correct += out.argmax(1).eq(b.y).sum().item<double>();
+    count += static_cast<double>(b.y.size(0));
+  }
+  model.train();
+  double v[3] = {correct, loss, count};
+  world.allreduce(v, 3, comm::DType::f64, comm::ReduceOp::sum);
+  return Eval{v[0] / std::max(1.0, v[2]), v[1] / std::max(1.0, v[2]), static_cast<int64_t>(v[2])};
+}
+
+}  // namespace
+
+nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> world, const TrainOptions& opts) {
+  const int rank = world->rank(), n = world->size();
+  const fs::path out_dir(cfg.logging.out_dir);
+  const fs::path ckpt_dir = cfg.checkpoint.dir.empty() ? out_dir / "checkpoints" : fs::path(cfg.checkpoint.dir);
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw ConfigError("cannot create logging.out_dir '" + out_dir.string() + "': " + ec.message());
+  if (rank == 0) writeFileAtomically((out_dir / "config.toml").string(), toToml(cfg));
+
+  // Data and model: the same on every rank (rank 0's initial weights are broadcast anyway).
+  torch::manual_seed(cfg.seed);
+  data::Dataset train = data::loadDataset(cfg.data.dataset, cfg.data.dir, true, cfg.seed);
+  data::Dataset test = data::loadDataset(cfg.data.dataset, cfg.data.dir, false, cfg.seed);
+  if (cfg.data.train_limit > 0) train = train.take(cfg.data.train_limit);
+  if (cfg.data.test_limit > 0) test = test.take(cfg.data.test_limit);
+  if (train.height() != train.width()) throw ConfigError("data.dataset: images must be square");
+  nn::ModelSpec spec{cfg.model.name, static_cast<int>(train.channels()), static_cast<int>(train.height()),
+                     train.classes, static_cast<int>(cfg.model.vit_patch), static_cast<int>(cfg.model.vit_depth)};
+  auto model = nn::makeModel(spec);
+
+  Trace trace;
+  trace.setEnabled(!opts.timeline_path.empty());
+  parallel::DdpOptions dopt;
+  dopt.bucket_bytes = static_cast<size_t>(cfg.strategy.bucket_mb * 1024 * 1024);
+  dopt.overlap = cfg.strategy.overlap;
+  parallel::DataParallel ddp(world, model, dopt, nullptr, &trace);
+  auto optimizer = makeOptimizer(cfg, model->parameters());
+
+  data::Augment aug;
+  if (cfg.data.augment) aug = data::Augment{true, train.height() >= 32 ? 4 : 2, true};
+  data::BatchLoader loader(train, rank, n, cfg.data.batch_size, cfg.seed, aug);
+  const int64_t accum = cfg.strategy.accumulation;
+  const int64_t per_epoch = loader.batchesPerEpoch() / accum;
+  if (per_epoch < 1)
+    throw ConfigError("data.batch_size x strategy.accumulation is larger than a rank's share of the data");
+  int64_t total = cfg.schedule.epochs * per_epoch;
+  if (cfg.schedule.max_steps > 0) total = std::min(total, cfg.schedule.max_steps);
+  const LrSchedule schedule(cfg, total);
+
+  TrainState state;
+  state.config_hash = resumeHash(cfg, n);
+  if (opts.resume) {
+    int64_t step = rank == 0 ? readLatest(ckpt_dir.string()) : 0;
+    world->broadcast(&step, 1, comm::DType::i64, 0);
+    if (step < 0) throw ConfigError("--resume: no checkpoint in '" + ckpt_dir.string() + "' (no 'latest' file)");
+    const std::string file = checkpointFile(ckpt_dir.string(), step, rank);
+    const uint64_t want = state.config_hash;
+    state = loadCheckpoint(file, *model, *optimizer, ddp.hook());
+    if (state.config_hash != want)
+      throw ConfigError("--resume: '" + file + "' was written with a different model, data, batch, seed or world size");
+    loader.seek(state.position);
+  } else {
+    loader.startEpoch(0);
+  }
+
+  std::unique_ptr<JsonlWriter> jsonl;
+  if (rank == 0) jsonl = std::make_unique<JsonlWriter>((out_dir / "metrics.jsonl").string(), opts.resume);
+  Progress progress(rank == 0 && cfg.logging.progress);
+  const auto t_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(state.elapsed_s));
+  const int64_t sent_before = state.bytes_sent, recv_before = state.bytes_recv;
+  auto bytes = [&] {
+    const auto s = world->meter().snapshot();
+    return std::make_pair(sent_before + static_cast<int64_t>(s.total.bytes_sent),
+                          recv_before + static_cast<int64_t>(s.total.bytes_recv));
+  };
+  auto saveAt = [&](int64_t step) {
+    fs::create_directories(ckpt_dir, ec);
+    TrainState st = state;
+    st.step = step;
+    st.position = loader.position();
+    st.elapsed_s = since(t_start);
+    std::tie(st.bytes_sent, st.bytes_recv) = bytes();
+    saveCheckpoint(checkpointFile(ckpt_dir.string(), step, rank), *model, *optimizer, st, ddp.hook());
+    world->barrier();  // every rank's file is complete before `latest` names it
+    if (rank == 0) writeLatest(ckpt_dir.string(), step);
+  };
+
+  const auto label_opts = torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(cfg.optimizer.label_smoothing);
+  Eval last_eval;
+  int64_t last_eval_step = -1, step = state.step;
+  double win_loss = 0, win_compute = 0, win_time = 0, total_compute = 0;
+  int64_t win_steps = 0;
+  model->train();
+  while (step < total) {
+    auto pos = loader.position();
+    if (pos.batch + accum > loader.batchesPerEpoch()) {  // end of an epoch
+      last_eval = evaluate(*model, ddp, *world, test, cfg);
+      last_eval_step = step;
+      if (jsonl)
+        jsonl->write({{"type", "eval"}, {"step", step}, {"epoch", pos.epoch + 1}, {"test_accuracy", last_eval.accuracy},
+                      {"test_loss", last_eval.loss}, {"samples", last_eval.samples}, {"bytes_sent", bytes().first},
+                      {"time_s", since(t_start)}});
+      progress.finish();
+      if (rank == 0 && cfg.logging.progress)
+        std::printf("epoch %lld: test accuracy %.2f %%, test loss %.4f\n", static_cast<long long>(pos.epoch + 1),
+                    100.0 * last_eval.accuracy, last_eval.loss);
+      loader.startEpoch(pos.epoch + 1);
+      continue;
+    }
+    const auto t0 = Clock::now();
+    double step_loss = 0;
+    data::Batch b;
+    for (int64_t a = 0; a < accum; ++a) {
+      loader.next(b);
+      ddp.setSync(a == accum - 1);
+      torch::Tensor loss;
+      {
+        TraceScope s(&trace, "forward", "compute", 0);
+        loss = torch::nn::functional::cross_entropy(model->forward(b.x), b.y, label_opts) / static_cast<double>(accum);
+      }
+      {
+        TraceScope s(&trace, "backward", "compute", 0);
+        loss.backward();
+      }
+      step_loss += loss.item<double>();
+    }
+    const double wait_before = ddp.stats().wait_s;
+    ddp.finish();
+    {
+      TraceScope s(&trace, "optimizer", "compute", 0);
+      if (cfg.optimizer.grad_clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.optimizer.grad_clip);
+      schedule.apply(*optimizer, step);
+      optimizer->step();
+      optimizer->zero_grad();
+    }
+    ++step;
+    const double dt = since(t0), waited = ddp.stats().wait_s - wait_before;
+    win_loss += step_loss, win_time += dt, win_compute += dt - waited, total_compute += dt - waited;
+    ++win_steps;
+    if (step % cfg.logging.log_every == 0 || step == total) {
+      const auto [sent, recv] = bytes();
+      const double sps = static_cast<double>(win_steps * accum * cfg.data.batch_size * n) / std::max(win_time, 1e-9);
+      if (jsonl) {
+        const auto snap = world->meter().snapshot();
+        jsonl->write({{"type", "step"}, {"step", step}, {"epoch", loader.position().epoch + 1},
+                      {"loss", win_loss / win_steps}, {"lr", schedule.at(step - 1)}, {"samples_per_s", sps},
+                      {"compute_s", win_compute / win_steps}, {"comm_s", ddp.stats().comm_s},
+                      {"wait_s", (win_time - win_compute) / win_steps}, {"bytes_sent", sent}, {"bytes_recv", recv},
+                      {"bytes_by_phase", phasesJson(snap)}, {"time_s", since(t_start)}});
+      }
+      char line[256];
+      const double eta = (since(t_start) / std::max<int64_t>(1, step - state.step)) * static_cast<double>(total - step);
+      std::snprintf(line, sizeof(line), "epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f samples/s  sent %s  ETA %s",
+                    static_cast<long long>(loader.position().epoch + 1), static_cast<long long>(step),
+                    static_cast<long long>(total), win_loss / win_steps, schedule.at(step - 1), sps,
+                    human(static_cast<double>(sent)).c_str(), duration(eta).c_str());
+      progress.update(line);
+      win_loss = win_compute = win_time = 0;
+      win_steps = 0;
+    }
+    if (cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0 && step < total) saveAt(step);
+  }
+  progress.finish();
+  if (last_eval_step != step) {
+    last_eval = evaluate(*model, ddp, *world, test, cfg);
+    if (jsonl)
+      jsonl->write({{"type", "eval"}, {"step", step}, {"epoch", loader.position().epoch + 1},
+                    {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss},
+                    {"samples", last_eval.samples}, {"bytes_sent", bytes().first}, {"time_s", since(t_start)}});
+  }
+  const double wall = since(t_start);
+  saveAt(step);
+  if (rank == 0) savePythonStateDict((out_dir / "model_state.pt").string(), *model);
+  if (!opts.timeline_path.empty()) writeTimeline(*world, trace, opts.timeline_path);
+
+  // Summary: totals over ranks, the straggler (the rank that waited least: others waited for it).
+  const auto [sent, recv] = bytes();
+  const double total_sent = sumOver(*world, static_cast<double>(sent));
+  const auto st = ddp.stats();
+  std::vector<double> waits(n);
+  double my_wait = st.wait_s;
+  world->allgather(&my_wait, waits.data(), 1, comm::DType::f64);
+  const int straggler = static_cast<int>(std::min_element(waits.begin(), waits.end()) - waits.begin());
+  const int64_t samples = (step - state.step) * accum * cfg.data.batch_size * n;
+  nlohmann::json summary = {
+      {"strategy", cfg.strategy.name}, {"model", cfg.model.name}, {"dataset", cfg.data.dataset}, {"world", n},
+      {"steps", step}, {"epochs", static_cast<double>(step) / static_cast<double>(per_epoch)}, {"wall_s", wall},
+      {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss},
+      {"bytes_sent", static_cast<int64_t>(total_sent)}, {"bytes_sent_per_rank", static_cast<int64_t>(total_sent / n)},
+      {"bytes_by_phase", phasesJson(world->meter().snapshot())},
+      {"compression_ratio", ddp.hook().compressionRatio()},
+      {"checkpoint", checkpointFile(ckpt_dir.string(), step, 0)},
+      {"samples_per_s", static_cast<double>(samples) / std::max(1e-9, wall - state.elapsed_s)},
+      {"comm_s", st.comm_s}, {"wait_s", st.wait_s}, {"compute_s", total_compute},
+      {"comm_hidden_fraction", st.comm_s > 0 ? std::max(0.0, 1.0 - st.wait_s / st.comm_s) : 0.0},
+      {"straggler_rank", straggler}, {"wait_s_by_rank", waits},
+      {"parameters", nn::parameterCount(*model)}, {"buckets", ddp.buckets().size()}};
+  if (rank == 0) {
+    const std::string text = summary.dump(2) + "\n";
+    writeFileAtomically((out_dir / "summary.json").string(), text);
+    if (!opts.summary_path.empty()) writeFileAtomically(opts.summary_path, text);
+  }
+  return summary;
+}
+
+}  // namespace lowcomm::train

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Test for tools/plot.py: plots synthetic metrics JSONL runs and checks the error cases.
+# usage: test_plot.sh PATH/TO/plot.py   (interpreter: $PYTHON, else the first python3 with matplotlib)
+# KEEP_TMP=1 keeps the temp dir (with the produced PNGs) for a look.
+set -u
+PLOT=${1:?usage: test_plot.sh PATH/TO/plot.py}
+
+PY=""
+for cand in ${PYTHON:-} python3 /usr/bin/python3; do
+  if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import matplotlib' >/dev/null 2>&1; then
+    PY=$cand; break
+  fi
+done
+if [ -z "$PY" ]; then echo "SKIP: no python3 with matplotlib"; exit 77; fi
+
+TMP=$(mktemp -d)
+[ -n "${KEEP_TMP:-}" ] || trap 'rm -rf "$TMP"' EXIT
+FAILS=0
+pass() { echo "ok   - $1"; }
+fail() { echo "FAIL - $1"; FAILS=$((FAILS + 1)); }
+
+# Two runs: 400 step lines, an eval line every 100 steps; "lowcomm" sends 10x fewer bytes.
+# Also a config line (other type, ignored) and extra keys (ignored).
+"$PY" - "$TMP" <<'PYEOF'
+import json, math, random, sys
+d = sys.argv[1]
+def run(name, bytes_per_step, seed, evals=True, steps=400):
+    rnd = random.Random(seed)
+    with open(f"{d}/{name}.jsonl", "w") as f:
+        f.write(json.dumps({"type": "config", "world": 4, "algo": name}) + "\n")
+        for s in range(1, steps + 1):
+            loss = 2.3 * math.exp(-s / 120) + 0.1 + rnd.uniform(-0.08, 0.08)
+            b = s * bytes_per_step
+            f.write(json.dumps({"type": "step", "step": s, "epoch": s // 100 + 1, "loss": loss, "lr": 0.05,
+                                "samples_per_s": 850.0, "compute_s": 0.12, "comm_s": 0.03, "wait_s": 0.01,
+                                "bytes_sent": b, "bytes_recv": b,
+                                "bytes_by_phase": {"grad": {"sent": b, "recv": b}},
+                                "time_s": s * 0.1, "future_key": [1, 2]}) + "\n")
+            if evals and s % 100 == 0:
+                f.write(json.dumps({"type": "eval", "step": s, "epoch": s // 100, "test_accuracy": 0.97 - 0.6 * math.exp(-s / 100),
+                                    "test_loss": loss, "bytes_sent": b, "time_s": s * 0.1}) + "\n")
+run("allreduce", 4 << 20, 1)
+run("lowcomm", (4 << 20) // 10, 2)
+run("noeval", (4 << 20) // 1000, 3, evals=False)   # 1000x fewer bytes: forces the log MB axis
+PYEOF
+
+check_png() {  # name file
+  local magic size
+  magic=$(head -c 8 "$2" 2>/dev/null | od -An -tx1 | tr -d ' \n')
+  size=$(wc -c < "$2" 2>/dev/null || echo 0)
+  if [ "$magic" = "89504e470d0a1a0a" ] && [ "$size" -gt 10240 ]; then pass "$1 ($size bytes)"
+  else fail "$1: magic '$magic', size $size"; fi
+}
+
+"$PY" "$PLOT" "$TMP/allreduce.jsonl" "$TMP/lowcomm.jsonl" -o "$TMP/two.png" \
+  --labels "allreduce (fp32),lowcomm (top-k)" --title "synthetic runs" --smooth 10 >"$TMP/out" 2>&1 \
+  || { fail "two runs: exit $?"; cat "$TMP/out"; }
+check_png "two runs, labels, title, smoothing" "$TMP/two.png"
+
+"$PY" "$PLOT" "$TMP/allreduce.jsonl" "$TMP/noeval.jsonl" -o "$TMP/log.png" >"$TMP/out" 2>&1 \
+  || { fail "run without eval lines: exit $?"; cat "$TMP/out"; }
+check_png "run without eval lines, log MB axis" "$TMP/log.png"
+
+expect_error() {  # name pattern args...
+  local name=$1 pat=$2; shift 2
+  "$PY" "$PLOT" "$@" >"$TMP/out" 2>&1
+  local rc=$?
+  if [ "$rc" -ne 0 ] && grep -qF -- "$pat" "$TMP/out" && ! grep -q Traceback "$TMP/out"; then
+    pass "$name: $(head -1 "$TMP/out")"
+  else fail "$name: exit $rc, expected message containing '$pat', got: $(cat "$TMP/out")"; fi
+}
+
+expect_error "missing file" "$TMP/nope.jsonl" "$TMP/allreduce.jsonl" "$TMP/nope.jsonl" -o "$TMP/x.png"
+
+{ head -n 6 "$TMP/lowcomm.jsonl"; echo '{"type": "step", "step": 7, "loss": 0.5,'; tail -n +7 "$TMP/lowcomm.jsonl"; } > "$TMP/bad.jsonl"
+expect_error "invalid JSON line" "$TMP/bad.jsonl:7:" "$TMP/allreduce.jsonl" "$TMP/bad.jsonl" -o "$TMP/x.png"
+
+grep -v '"type": "step"' "$TMP/lowcomm.jsonl" > "$TMP/nosteps.jsonl"
+expect_error "run with no step lines" "$TMP/nosteps.jsonl" "$TMP/nosteps.jsonl" -o "$TMP/x.png"
+
+{ echo '{"type": "step", "step": 1, "bytes_sent": 5}'; } > "$TMP/noloss.jsonl"
+expect_error "step line without loss" "$TMP/noloss.jsonl:1:" "$TMP/noloss.jsonl" -o "$TMP/x.png"
+
+expect_error "label count mismatch" "--labels" "$TMP/allreduce.jsonl" "$TMP/lowcomm.jsonl" --labels a -o "$TMP/x.png"
+
+if [ -e "$TMP/x.png" ]; then fail "an error case wrote an image"; else pass "error cases wrote no image"; fi
+
+if [ "$FAILS" -ne 0 ]; then echo "$FAILS check(s) failed"; exit 1; fi
+echo "all checks passed"
