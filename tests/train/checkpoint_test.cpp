@@ -1,0 +1,136 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/train/checkpoint.h"
+
+using namespace lowcomm;
+using namespace lowcomm::train;
+namespace fs = std::filesystem;
+
+namespace {
+struct Dir {
+  Dir() {
+    std::string t = (fs::temp_directory_path() / "lc_ckpt_XXXXXX").string();
+    path = ::mkdtemp(t.data());
+  }
+  ~Dir() { fs::remove_all(path); }
+  fs::path path;
+};
+
+std::shared_ptr<torch::nn::Module> smallNet(uint64_t seed) {
+  torch::manual_seed(seed);
+  torch::nn::Sequential s(torch::nn::Linear(4, 8), torch::nn::BatchNorm1d(8), torch::nn::Linear(8, 2));
+  return s.ptr();
+}
+
+void step(torch::nn::Module& m, torch::optim::Optimizer& opt) {
+  auto x = torch::randn({6, 4});
+  auto out = dynamic_cast<torch::nn::SequentialImpl&>(m).forward(x);
+  opt.zero_grad();
+  out.pow(2).mean().backward();
+  opt.step();
+}
+}  // namespace
+
+TEST(Checkpoint, RoundTripRestoresModelOptimizerStateAndRng) {
+  Dir d;
+  auto a = smallNet(1);
+  torch::optim::SGD opt_a(a->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  step(*a, opt_a);
+  TrainState st;
+  st.step = 17;
+  st.position = {2, 5};
+  st.config_hash = 99;
+  st.bytes_sent = 1234;
+  parallel::AllreduceHook hook;
+  const auto file = checkpointFile(d.path.string(), 17, 0);
+  saveCheckpoint(file, *a, opt_a, st, hook);
+  const auto after_save = torch::rand({3});  // draws that must repeat after loading
+
+  auto b = smallNet(2);
+  torch::optim::SGD opt_b(b->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  const auto got = loadCheckpoint(file, *b, opt_b, hook);
+  EXPECT_EQ(got.step, 17);
+  EXPECT_EQ(got.position, (data::BatchLoader::Position{2, 5}));
+  EXPECT_EQ(got.config_hash, 99u);
+  EXPECT_EQ(got.bytes_sent, 1234);
+  EXPECT_TRUE(torch::equal(torch::rand({3}), after_save)) << "RNG state restored";
+  auto pa = a->parameters(), pb = b->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i]));
+  auto ba = a->buffers(), bb = b->buffers();
+  for (size_t i = 0; i < ba.size(); ++i) EXPECT_TRUE(torch::equal(ba[i], bb[i]));
+  // Momentum buffers restored: the next step is identical.
+  torch::manual_seed(5);
+  step(*a, opt_a);
+  torch::manual_seed(5);
+  step(*b, opt_b);
+  pa = a->parameters(), pb = b->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i]));
+}
+
+TEST(Checkpoint, TruncatedForeignAndMissingFilesAreDataErrors) {
+  Dir d;
+  auto m = smallNet(1);
+  torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1));
+  parallel::AllreduceHook hook;
+  const auto file = (d.path / "c.pt").string();
+  saveCheckpoint(file, *m, opt, TrainState{}, hook);
+  const auto size = fs::file_size(file);
+  fs::resize_file(file, size / 2);
+  try {
+    loadCheckpoint(file, *m, opt, hook);
+    FAIL() << "truncated checkpoint loaded";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+  }
+  const auto foreign = (d.path / "f.pt").string();
+  std::ofstream(foreign) << "not a checkpoint at all";
+  EXPECT_THROW(loadCheckpoint(foreign, *m, opt, hook), DataError);
+  // A valid archive of something else (torch::save of a tensor) is foreign too.
+  const auto other = (d.path / "o.pt").string();
+  torch::save(torch::ones({2}), other);
+  EXPECT_THROW(loadCheckpoint(other, *m, opt, hook), DataError);
+  EXPECT_THROW(loadCheckpoint((d.path / "missing.pt").string(), *m, opt, hook), DataError);
+  // A checkpoint of another model shape names the parameter.
+  const auto good = (d.path / "g.pt").string();
+  saveCheckpoint(good, *m, opt, TrainState{}, hook);
+  torch::nn::Sequential s(torch::nn::Linear(4, 9), torch::nn::BatchNorm1d(9), torch::nn::Linear(9, 2));
+  torch::optim::SGD opt2(s->parameters(), torch::optim::SGDOptions(0.1));
+  try {
+    loadCheckpoint(good, *s.ptr(), opt2, hook);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("0.weight"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Checkpoint, LatestPointerAndAtomicWrite) {
+  Dir d;
+  EXPECT_EQ(readLatest(d.path.string()), -1);
+  writeLatest(d.path.string(), 40);
+  EXPECT_EQ(readLatest(d.path.string()), 40);
+  EXPECT_FALSE(fs::exists(d.path / "latest.tmp"));
+}
+
+TEST(Checkpoint, PythonTorchLoadReadsTheStateDict) {
+  if (!fs::exists("/usr/lib/python3/dist-packages/torch/__init__.py"))
+    GTEST_SKIP() << "python3-torch is not installed (scripts/setup installs it)";
+  Dir d;
+  auto m = smallNet(3);
+  const auto file = (d.path / "model_state.pt").string();
+  savePythonStateDict(file, *m);
+  const std::string cmd = "/usr/bin/python3 -c \"import torch; d = torch.load('" + file +
+                          "'); assert list(d['0.weight'].shape) == [8, 4], d['0.weight'].shape; "
+                          "assert abs(float(d['0.weight'][0][0]) - " +
+                          std::to_string(m->parameters()[0][0][0].template item<float>()) +
+                          ") < 1e-5; assert '1.running_mean' in d; print('ok')\" > " + (d.path / "out").string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream out(d.path / "out");
+  std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("ok"), std::string::npos) << text;
+}

@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/train/config.h"
+
+using namespace lowcomm;
+using namespace lowcomm::train;
+namespace fs = std::filesystem;
+
+namespace {
+std::string writeToml(const std::string& text) {
+  const auto p = fs::temp_directory_path() / ("lc_cfg_" + std::to_string(::getpid()) + "_" +
+                                              std::to_string(std::hash<std::string>{}(text)) + ".toml");
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+std::string errorOf(const std::string& text, std::vector<std::string> sets = {}) {
+  try {
+    loadConfig(text.empty() ? "" : writeToml(text), sets);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Config, ShippedConfigsLoad) {
+  for (const char* name : {"fmnist_cnn_ddp.toml", "fmnist_vgg_ddp.toml"}) {
+    const auto c = loadConfig(std::string(LC_SOURCE_DIR) + "/configs/" + name);
+    EXPECT_FALSE(c.model.name.empty()) << name;
+  }
+}
+
+TEST(Config, FileValuesAndOverrides) {
+  const auto path = writeToml("seed = 7\n[model]\nname = \"mlp\"\n[optimizer]\nlr = 0.5\nnesterov = true\n");
+  auto c = loadConfig(path, {"optimizer.lr=0.25", "data.dataset=synthetic", "schedule.epochs=3"});
+  EXPECT_EQ(c.seed, 7u);
+  EXPECT_EQ(c.model.name, "mlp");
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.25);
+  EXPECT_TRUE(c.optimizer.nesterov);
+  EXPECT_EQ(c.data.dataset, "synthetic");  // a bare word is a string
+  EXPECT_EQ(c.schedule.epochs, 3);
+}
+
+TEST(Config, ErrorsNameTheFileAndKey) {
+  std::string e = errorOf("[model]\nnmae = \"cnn\"\n");
+  EXPECT_NE(e.find("model.nmae"), std::string::npos) << e;
+  EXPECT_NE(e.find(".toml"), std::string::npos) << e;
+  e = errorOf("[optimizer]\nlr = \"fast\"\n");
+  EXPECT_NE(e.find("optimizer.lr"), std::string::npos) << e;
+  e = errorOf("[optimizer]\nlr = -1.0\n");
+  EXPECT_NE(e.find("optimizer.lr"), std::string::npos) << e;
+  e = errorOf("[schedule]\nname = \"linear\"\n");
+  EXPECT_NE(e.find("schedule.name"), std::string::npos) << e;
+  EXPECT_NE(e.find("cosine"), std::string::npos) << e;
+  e = errorOf("[data\nbatch_size = 3\n");
+  EXPECT_FALSE(e.empty());  // TOML syntax error with line:column
+  e = errorOf("", {"data.batch_size=0"});
+  EXPECT_NE(e.find("data.batch_size"), std::string::npos) << e;
+  e = errorOf("", {"nokey"});
+  EXPECT_NE(e.find("--set"), std::string::npos) << e;
+  e = errorOf("", {"comm.algo=fastest"});
+  EXPECT_NE(e.find("comm.algo"), std::string::npos) << e;
+}
+
+TEST(Config, ResolvedTomlLoadsBackToTheSameValues) {
+  auto c = loadConfig("", {"model.name=vgg11", "optimizer.lr=0.125", "strategy.overlap=false", "data.dir=/x y/z",
+                           "schedule.min_lr=1e-5"});
+  const auto back = loadConfig(writeToml(toToml(c)));
+  EXPECT_EQ(toToml(back), toToml(c));
+  EXPECT_EQ(back.model.name, "vgg11");
+  EXPECT_EQ(back.data.dir, "/x y/z");
+  EXPECT_FALSE(back.strategy.overlap);
+  EXPECT_DOUBLE_EQ(back.schedule.min_lr, 1e-5);
+}

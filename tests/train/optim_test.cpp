@@ -1,0 +1,36 @@
+#include <gtest/gtest.h>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/train/optim.h"
+
+using namespace lowcomm::train;
+
+TEST(Schedule, WarmupThenCosineToMinimum) {
+  auto c = loadConfig("", {"optimizer.lr=1.0", "schedule.name=cosine", "schedule.warmup_steps=10", "schedule.min_lr=0.1"});
+  LrSchedule s(c, 110);
+  EXPECT_DOUBLE_EQ(s.at(0), 0.1);
+  EXPECT_DOUBLE_EQ(s.at(9), 1.0);
+  EXPECT_DOUBLE_EQ(s.at(10), 1.0);
+  EXPECT_NEAR(s.at(60), 0.55, 1e-12);  // half way: midpoint of [min, base]
+  EXPECT_NEAR(s.at(110), 0.1, 1e-12);
+}
+
+TEST(Schedule, StepAndConstant) {
+  auto c = loadConfig("", {"optimizer.lr=1.0", "schedule.name=step", "schedule.step_size=5", "schedule.gamma=0.5"});
+  LrSchedule s(c, 100);
+  EXPECT_DOUBLE_EQ(s.at(4), 1.0);
+  EXPECT_DOUBLE_EQ(s.at(5), 0.5);
+  EXPECT_DOUBLE_EQ(s.at(12), 0.25);
+  auto k = loadConfig("", {"optimizer.lr=0.3"});
+  EXPECT_DOUBLE_EQ(LrSchedule(k, 10).at(7), 0.3);
+}
+
+TEST(Optimizer, BuiltByNameAndScheduleApplies) {
+  auto w = torch::ones({3}, torch::requires_grad());
+  auto c = loadConfig("", {"optimizer.name=adamw", "optimizer.lr=0.01"});
+  auto opt = makeOptimizer(c, {w});
+  LrSchedule(c, 10).apply(*opt, 0);
+  EXPECT_DOUBLE_EQ(opt->param_groups()[0].options().get_lr(), 0.01);
+  auto bad = loadConfig("", {"optimizer.nesterov=true", "optimizer.momentum=0"});
+  EXPECT_THROW(makeOptimizer(bad, {w}), lowcomm::ConfigError);
+}
