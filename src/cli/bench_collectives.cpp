@@ -5,7 +5,6 @@
 // for allgather, the scattered input for reduce_scatter and alltoall. time_us is the slowest
 // rank's mean per call; busbw uses nccl-tests' factors.
 #include <CLI/CLI.hpp>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -15,8 +14,8 @@
 
 #include "bench_options.h"
 #include "c10d_baseline.h"
+#include "cli_util.h"
 #include "lowcomm/base/error.h"
-#include "lowcomm/launch/launcher.h"
 #include "lowcomm/runtime/worker.h"
 
 namespace lowcomm::cli {
@@ -266,14 +265,7 @@ int benchCollectives(int argc, char** argv) {
   app.add_option("--shm-piece", o.shm_piece_bytes, "shared-memory pipelining unit, bytes")->capture_default_str();
   app.add_option("--segment", o.segment_bytes, "pipelining segment of ring/tree algorithms, bytes")->capture_default_str();
   app.add_option("--timeout", o.timeout_s, "per-operation timeout in seconds")->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    throw ConfigError(e.what());
-  }
+  if (!parseArgs(app, argc, argv)) return 0;
   o.sizes = parseSizes(sizes);
   o.ops = splitList(ops);
   o.algos = splitList(algos);
@@ -283,19 +275,7 @@ int benchCollectives(int argc, char** argv) {
   if (o.warmup < 0 || o.min_iters < 1 || o.max_iters < o.min_iters)
     throw ConfigError("need --warmup >= 0 and 1 <= --min-iters <= --iters");
 
-  if (o.nproc > 0 && !std::getenv("LOWCOMM_BENCH_WORKER")) {
-    launch::LaunchOptions lo;
-    lo.nproc = o.nproc;
-    lo.quiet_nonzero = true;
-    lo.extra_env["LOWCOMM_BENCH_WORKER"] = "1";
-    char self[4096];
-    const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (len <= 0) throw Error("cannot find this executable's path (/proc/self/exe)");
-    self[len] = 0;
-    lo.command = {self, "bench"};
-    for (int i = 0; i < argc; ++i) lo.command.push_back(argv[i]);
-    return launch::launch(lo, std::cerr);
-  }
+  if (const int rc = relaunchAsWorkers(o.nproc, "bench collectives", argc, argv); rc >= 0) return rc;
   return worker(o);
 }
 

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/data/dataset.h"
 #include "lowcomm/data/loader.h"
@@ -89,14 +90,7 @@ int benchTrain(int argc, char** argv) {
   app.add_option("--rounds", rounds, "alternate the two loops this many times")->capture_default_str();
   app.add_option("--json", json, "write the results here");
   app.add_option("--dir", dir, "scratch output directory for the lowcomm runs")->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    throw ConfigError(e.what());
-  }
+  if (!parseArgs(app, argc, argv)) return 0;
   const auto cfg = train::loadConfig(config, sets);
   runtime::pinTorchThreads(1);
   auto ds = data::loadDataset(cfg.data.dataset, cfg.data.dir, true, cfg.seed);

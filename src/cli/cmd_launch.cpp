@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/launch/launcher.h"
@@ -45,14 +46,7 @@ int cmdLaunch(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--env", env, "extra KEY=VALUE for every worker (repeatable)");
 
-  try {
-    app.parse(dash, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    throw ConfigError(e.what());
-  }
+  if (!parseArgs(app, dash, argv)) return 0;
 
   if (dash >= argc) throw ConfigError("missing `-- CMD ARGS...` after the launcher options");
   opts.command.assign(argv + dash + 1, argv + argc);

@@ -2,13 +2,12 @@
 // With --nproc it launches itself through the launcher; started by a launcher (RANK, ...) it is
 // one worker; otherwise it trains as a single process.
 #include <CLI/CLI.hpp>
-#include <unistd.h>
 
 #include <iostream>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "lowcomm/base/error.h"
-#include "lowcomm/launch/launcher.h"
 #include "lowcomm/net/env.h"
 #include "lowcomm/runtime/worker.h"
 #include "lowcomm/train/trainer.h"
@@ -16,14 +15,6 @@
 namespace lowcomm::cli {
 
 namespace {
-
-std::string selfPath() {
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (len <= 0) throw Error("cannot find this executable's path (/proc/self/exe)");
-  self[len] = 0;
-  return self;
-}
 
 comm::CommOptions commOptions(const train::TrainConfig& c) {
   comm::CommOptions o;
@@ -68,29 +59,14 @@ int cmdTrain(int argc, char** argv) {
   app.add_option("--timeline", timeline, "write a Chrome trace (Perfetto / chrome://tracing) of every rank");
   app.add_flag("--resume", resume, "continue from the latest checkpoint in checkpoint.dir");
   app.add_flag("--list-keys", list_keys, "print every configuration key and exit");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    throw ConfigError(e.what());
-  }
+  if (!parseArgs(app, argc, argv)) return 0;
   if (list_keys) {
     for (const auto& k : train::configKeys()) std::cout << k << "\n";
     return 0;
   }
   const auto cfg = train::loadConfig(config, sets);  // fail before launching anything
 
-  if (nproc > 0 && !std::getenv("LOWCOMM_TRAIN_WORKER")) {
-    launch::LaunchOptions lo;
-    lo.nproc = nproc;
-    lo.quiet_nonzero = true;
-    lo.extra_env["LOWCOMM_TRAIN_WORKER"] = "1";
-    lo.command = {selfPath(), "train"};
-    for (int i = 1; i < argc; ++i) lo.command.push_back(argv[i]);
-    return launch::launch(lo, std::cerr);
-  }
+  if (const int rc = relaunchAsWorkers(nproc, "train", argc, argv); rc >= 0) return rc;
 
   std::shared_ptr<comm::Communicator> world;
   if (net::detectWorkerEnv()) {
