@@ -13,7 +13,13 @@ void combine(T* __restrict d, const T* __restrict s, size_t n, ReduceOp op) {
   switch (op) {
     case ReduceOp::sum:
     case ReduceOp::avg:
-      for (size_t i = 0; i < n; ++i) d[i] = d[i] + s[i];
+      if constexpr (std::is_integral_v<T>) {
+        // Integers wrap around on overflow (two's complement), without signed-overflow UB.
+        using U = std::make_unsigned_t<T>;
+        for (size_t i = 0; i < n; ++i) d[i] = static_cast<T>(static_cast<U>(d[i]) + static_cast<U>(s[i]));
+      } else {
+        for (size_t i = 0; i < n; ++i) d[i] = d[i] + s[i];
+      }
       break;
     case ReduceOp::max:
       for (size_t i = 0; i < n; ++i) d[i] = std::max(d[i], s[i]);

@@ -57,3 +57,14 @@ TEST(Reduce, Bf16AccumulatesInF32) {
   EXPECT_EQ(bf16ToFloat(a[0]), 3.75f);
   EXPECT_EQ(bf16ToFloat(a[1]), 5.0f);
 }
+
+TEST(Reduce, IntegerSumsWrapAround) {
+  int32_t a[2] = {INT32_MAX, -5};
+  int32_t b[2] = {1, 7};
+  reduceInto(a, b, 2, DType::i32, ReduceOp::sum);
+  EXPECT_EQ(a[0], INT32_MIN);
+  EXPECT_EQ(a[1], 2);
+  uint8_t c[1] = {250}, d[1] = {10};
+  reduceInto(c, d, 1, DType::u8, ReduceOp::sum);
+  EXPECT_EQ(c[0], 4);
+}
