@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "lowcomm/base/error.h"
+#include "train/temp_dir.h"
 #include "lowcomm/train/checkpoint.h"
 
 using namespace lowcomm;
@@ -12,14 +13,7 @@ using namespace lowcomm::train;
 namespace fs = std::filesystem;
 
 namespace {
-struct Dir {
-  Dir() {
-    std::string t = (fs::temp_directory_path() / "lc_ckpt_XXXXXX").string();
-    path = ::mkdtemp(t.data());
-  }
-  ~Dir() { fs::remove_all(path); }
-  fs::path path;
-};
+using Dir = test::TempDir;
 
 std::shared_ptr<torch::nn::Module> smallNet(uint64_t seed) {
   torch::manual_seed(seed);

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "lowcomm/base/error.h"
+#include "train/temp_dir.h"
 #include "lowcomm/nn/models.h"
 #include "lowcomm/train/checkpoint.h"
 #include "lowcomm/train/config.h"
@@ -17,14 +18,7 @@ using namespace lowcomm::train;
 namespace fs = std::filesystem;
 
 namespace {
-struct Dir {
-  Dir() {
-    std::string t = (fs::temp_directory_path() / "lc_train_XXXXXX").string();
-    path = ::mkdtemp(t.data());
-  }
-  ~Dir() { fs::remove_all(path); }
-  fs::path path;
-};
+using Dir = test::TempDir;
 
 std::shared_ptr<comm::Communicator> single() {
   net::TransportOptions t;
