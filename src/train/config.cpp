@@ -1,5 +1,6 @@
 #include "lowcomm/train/config.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -29,6 +30,24 @@ T get(const toml::node& n, const std::string& where, const std::string& key) {
   } else if constexpr (std::is_same_v<T, std::string>) {
     if (auto v = n.value_exact<std::string>()) return *v;
     bad(where, key, "must be a string");
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    // A TOML array of strings, or one string of comma-separated names (handy with --set).
+    std::vector<std::string> out;
+    if (const auto* arr = n.as_array()) {
+      for (const auto& e : *arr) {
+        auto v = e.value_exact<std::string>();
+        if (!v) bad(where, key, "must be an array of strings");
+        out.push_back(*v);
+      }
+      return out;
+    }
+    if (auto v = n.value_exact<std::string>()) {
+      std::stringstream ss(*v);
+      for (std::string item; std::getline(ss, item, ',');)
+        if (!item.empty()) out.push_back(item);
+      return out;
+    }
+    bad(where, key, "must be an array of strings");
   } else if constexpr (std::is_same_v<T, int64_t>) {
     if (auto v = n.value_exact<int64_t>()) return *v;
     bad(where, key, "must be an integer");
@@ -51,6 +70,11 @@ std::string show(double v) {
   return os.str();
 }
 std::string show(const std::string& s) { return quote(s); }
+std::string show(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + quote(v[i]);
+  return out + "]";
+}
 
 #define LC_FIELD(key, member, T)                                                                         \
   {                                                                                                      \
@@ -99,6 +123,25 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("strategy.bucket_mb", strategy.bucket_mb, double),
       LC_FIELD("strategy.overlap", strategy.overlap, bool),
       LC_FIELD("strategy.accumulation", strategy.accumulation, int64_t),
+      LC_FIELD("compress.codec", compress.codec, std::string),
+      LC_FIELD("compress.memory", compress.memory, std::string),
+      LC_FIELD("compress.ratio", compress.codec_params.ratio, double),
+      LC_FIELD("compress.levels", compress.codec_params.levels, int64_t),
+      LC_FIELD("compress.threshold", compress.codec_params.threshold, double),
+      LC_FIELD("compress.block", compress.codec_params.block, int64_t),
+      LC_FIELD("compress.sample_ratio", compress.codec_params.sample_ratio, double),
+      LC_FIELD("compress.momentum", compress.memory_params.momentum, double),
+      LC_FIELD("compress.clip", compress.memory_params.clip, double),
+      LC_FIELD("compress.skip_1d", compress.skip_1d, bool),
+      LC_FIELD("compress.min_numel", compress.min_numel, int64_t),
+      LC_FIELD("compress.exclude", compress.exclude, std::vector<std::string>),
+      LC_FIELD("compress.rank", compress.rank, int64_t),
+      LC_FIELD("compress.start_step", compress.start_step, int64_t),
+      LC_FIELD("compress.min_compression", compress.min_compression, double),
+      LC_FIELD("compress.warm_start", compress.warm_start, bool),
+      LC_FIELD("compress.auto_candidates", compress.auto_candidates, std::vector<std::string>),
+      LC_FIELD("compress.auto_trial_steps", compress.auto_trial_steps, int64_t),
+      LC_FIELD("compress.auto_recheck_every", compress.auto_recheck_every, int64_t),
       LC_FIELD("comm.timeout_s", comm.timeout_s, int64_t),
       LC_FIELD("comm.algo", comm.algo, std::string),
       LC_FIELD("comm.shm", comm.shm, std::string),
@@ -144,6 +187,43 @@ void oneOf(const std::string& where, const std::string& key, const std::string& 
   bad(where, key, "is '" + v + "'; expected one of: " + list);
 }
 
+// Names and ranges; the codecs check their own parameters again when built.
+void validateCompress(const TrainConfig& c, const std::string& where) {
+  const auto& z = c.compress;
+  const auto names = compress::compressorNames();
+  auto known = [&](const std::string& key, const std::string& v) {
+    if (std::find(names.begin(), names.end(), v) != names.end()) return;
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    bad(where, key, "is '" + v + "'; expected one of: " + list);
+  };
+  known("compress.codec", z.codec);
+  for (const auto& a : z.auto_candidates) {
+    known("compress.auto_candidates", a);
+    if (a == "auto" || a == "none") bad(where, "compress.auto_candidates", "must not contain '" + a + "'");
+  }
+  oneOf(where, "compress.memory", z.memory, {"default", "none", "residual", "dgc", "momentum"});
+  if (!(z.codec_params.ratio > 0 && z.codec_params.ratio <= 1)) bad(where, "compress.ratio", "must be in (0, 1]");
+  if (z.codec_params.levels < 1 || z.codec_params.levels > 127) bad(where, "compress.levels", "must be in 1..127");
+  if (!(z.codec_params.threshold > 0)) bad(where, "compress.threshold", "must be > 0");
+  if (z.codec_params.block < 8) bad(where, "compress.block", "must be >= 8");
+  if (!(z.codec_params.sample_ratio > 0 && z.codec_params.sample_ratio <= 1))
+    bad(where, "compress.sample_ratio", "must be in (0, 1]");
+  if (!(z.memory_params.momentum >= 0 && z.memory_params.momentum < 1)) bad(where, "compress.momentum", "must be in [0, 1)");
+  if (!(z.memory_params.clip >= 0)) bad(where, "compress.clip", "must be >= 0");
+  if (z.min_numel < 0) bad(where, "compress.min_numel", "must be >= 0");
+  if (z.rank < 1) bad(where, "compress.rank", "must be >= 1");
+  if (z.start_step < 0) bad(where, "compress.start_step", "must be >= 0");
+  if (!(z.min_compression >= 1)) bad(where, "compress.min_compression", "must be >= 1");
+  if (z.auto_trial_steps < 1) bad(where, "compress.auto_trial_steps", "must be >= 1");
+  if (z.auto_recheck_every < 0) bad(where, "compress.auto_recheck_every", "must be >= 0");
+  const std::string memory = z.memory == "default" ? compress::defaultMemory(z.codec) : z.memory;
+  // DGC's momentum correction moves momentum into the compressor (Lin et al. 2018, sec. 3.2):
+  // optimizer momentum on top would apply it twice.
+  if (memory == "dgc" && c.optimizer.name == "sgd" && c.optimizer.momentum > 0)
+    bad(where, "compress.memory", "is dgc, which applies momentum itself (momentum correction); set optimizer.momentum = 0");
+}
+
 void validate(const TrainConfig& c, const std::string& where) {
   auto positive = [&](const char* key, double v) {
     if (!(v > 0)) bad(where, key, "must be > 0");
@@ -170,6 +250,7 @@ void validate(const TrainConfig& c, const std::string& where) {
   oneOf(where, "strategy.name", c.strategy.name, {"ddp"});
   positive("strategy.bucket_mb", c.strategy.bucket_mb);
   positive("strategy.accumulation", static_cast<double>(c.strategy.accumulation));
+  validateCompress(c, where);
   positive("comm.timeout_s", static_cast<double>(c.comm.timeout_s));
   oneOf(where, "comm.algo", c.comm.algo, {"auto", "ring", "hd", "hier", "ordered", "shm"});
   oneOf(where, "comm.shm", c.comm.shm, {"auto", "on", "off"});

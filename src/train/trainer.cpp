@@ -9,6 +9,7 @@
 #include "lowcomm/data/dataset.h"
 #include "lowcomm/data/loader.h"
 #include "lowcomm/nn/models.h"
+#include "lowcomm/parallel/compress_hook.h"
 #include "lowcomm/parallel/ddp.h"
 #include "lowcomm/train/checkpoint.h"
 #include "lowcomm/train/metrics.h"
@@ -84,6 +85,21 @@ Eval evaluate(nn::Model& model, parallel::DataParallel& ddp, comm::Communicator&
 
 }  // namespace
 
+namespace {
+
+// This rank's codec accounting: raw gradient bytes against encoded bytes, codec time, and the
+// auto policy's decisions.
+nlohmann::json compressionJson(const compress::Compressor* c, const TrainConfig& cfg) {
+  if (!c) return {{"codec", "none"}};
+  const auto s = c->stats();
+  return {{"codec", c->name()},
+          {"memory", cfg.compress.memory == "default" ? compress::defaultMemory(cfg.compress.codec) : cfg.compress.memory},
+          {"raw_bytes", s.raw_bytes}, {"payload_bytes", s.payload_bytes}, {"ratio", s.ratio()},
+          {"codec_s", s.codec_s}, {"decisions", c->decisions()}};
+}
+
+}  // namespace
+
 nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> world, const TrainOptions& opts) {
   const int rank = world->rank(), n = world->size();
   const fs::path out_dir(cfg.logging.out_dir);
@@ -109,7 +125,15 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
   parallel::DdpOptions dopt;
   dopt.bucket_bytes = static_cast<size_t>(cfg.strategy.bucket_mb * 1024 * 1024);
   dopt.overlap = cfg.strategy.overlap;
-  parallel::DataParallel ddp(world, model, dopt, nullptr, &trace);
+  std::shared_ptr<compress::Compressor> compressor;
+  std::shared_ptr<parallel::BucketHook> hook;
+  if (cfg.compress.codec != "none") {
+    compress::CompressConfig cc = cfg.compress;
+    cc.seed = cfg.seed;
+    compressor = compress::makeCompressor(cc);
+    hook = std::make_shared<parallel::CompressHook>(compressor);
+  }
+  parallel::DataParallel ddp(world, model, dopt, hook, &trace);
   auto optimizer = makeOptimizer(cfg, model->parameters());
 
   data::Augment aug;
@@ -222,7 +246,8 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
                       {"loss", win_loss / win_steps}, {"lr", schedule.at(step - 1)}, {"samples_per_s", sps},
                       {"compute_s", win_compute / win_steps}, {"comm_s", ddp.stats().comm_s},
                       {"wait_s", (win_time - win_compute) / win_steps}, {"bytes_sent", sent}, {"bytes_recv", recv},
-                      {"bytes_by_phase", phasesJson(snap)}, {"time_s", since(t_start)}});
+                      {"bytes_by_phase", phasesJson(snap)}, {"compression_ratio", ddp.hook().compressionRatio()},
+                      {"time_s", since(t_start)}});
       }
       char line[256];
       const double eta = (since(t_start) / std::max<int64_t>(1, step - state.step)) * static_cast<double>(total - step);
@@ -270,7 +295,8 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
       {"comm_s", st.comm_s}, {"wait_s", st.wait_s}, {"compute_s", total_compute},
       {"comm_hidden_fraction", st.comm_s > 0 ? std::max(0.0, 1.0 - st.wait_s / st.comm_s) : 0.0},
       {"straggler_rank", straggler}, {"wait_s_by_rank", waits},
-      {"parameters", nn::parameterCount(*model)}, {"buckets", ddp.buckets().size()}};
+      {"parameters", nn::parameterCount(*model)}, {"buckets", ddp.buckets().size()},
+      {"codec", cfg.compress.codec}, {"compression", compressionJson(compressor.get(), cfg)}};
   if (rank == 0) {
     const std::string text = summary.dump(2) + "\n";
     writeFileAtomically((out_dir / "summary.json").string(), text);

@@ -1,5 +1,5 @@
 // Training configuration: a TOML file (sections model, data, optimizer, schedule, strategy,
-// comm, logging, checkpoint) plus `--set section.key=value` overrides.
+// compress, comm, logging, checkpoint) plus `--set section.key=value` overrides.
 //
 // Contract: an unknown key, a value of the wrong type or out of range is a ConfigError naming
 // the file (or "--set") and the key. toToml() writes the resolved configuration, which loads
@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "lowcomm/compress/compressor.h"
 
 namespace lowcomm::train {
 
@@ -53,6 +55,9 @@ struct TrainConfig {
     bool overlap = true;
     int64_t accumulation = 1;  // micro-batches per optimizer step
   } strategy;
+  // Gradient compression of the data-parallel strategy ([compress], codec "none" = plain
+  // allreduce). compress.seed is taken from the top-level seed.
+  compress::CompressConfig compress;
   struct {
     int64_t timeout_s = 300;
     std::string algo = "auto";
