@@ -1,4 +1,5 @@
-// Stochastic quantisers, unbiased: E[decoded] = x.
+// Stochastic quantisers, unbiased: E[decoded] = x, up to the 2^-16 resolution of the random
+// numbers (a probability p is realised as round(p·2^16)/2^16: |bias| <= 2^-17 of a step).
 //
 // qsgd (Alistarh et al.), s = levels in 1..127:
 //   f32 norm = ||x||_2, then per value the signed level sign(x)·l, l = floor(|x|/norm·s + u),
@@ -8,8 +9,9 @@
 // terngrad (Wen et al.):
 //   f32 scale = max|x|, then two bit planes of ceil(n/8) bytes: nonzero (P = |x|/scale), and
 //   negative (set only with nonzero). decoded = ±scale or 0. Size 4 + 2·ceil(n/8), alignment 8.
-// u comes from simd::hash32(index; key(ctx)): deterministic given the EncodeCtx, independent
-// across steps, chunks and ranks. Non-finite input is refused (DataError). Padding bits are 0.
+// u comes from simd::randomBlock(index / 8; key(ctx)): deterministic given the EncodeCtx, independent
+// across steps, chunks and ranks. Non-finite input is refused (DataError); a norm or scale
+// below ~1e-30 is sent as 0. Padding bits are 0.
 // Decode checks the header before writing; qsgd finds a level out of [-s, s] while decoding,
 // so on that DataError out[] may be partly written (terngrad validates its planes first).
 #include <cfloat>
@@ -32,36 +34,34 @@ using BoolC = std::integral_constant<bool, B>;
 
 // ---- qsgd
 
-// sign(x)·l with l = floor(a) + (u < frac(a)), a = |x|·f, capped at s (float rounding of a).
-LC_INLINE int32_t qsgdLevel(float x, float f, int32_t s, uint32_t h) {
-  const float a = std::fabs(x) * f;
-  const int32_t lo = static_cast<int32_t>(a);
-  const float frac = a - static_cast<float>(lo);  // exact
-  int32_t l = lo + (simd::uniform24(h) < frac ? 1 : 0);
+// sign(x)·l, l = floor(a/2^16 + r/2^16) capped at s, a = round(|x|·f16) (f16 = s·2^16/norm):
+// the carry out of the low 16 bits happens with probability exactly (a mod 2^16)/2^16.
+LC_INLINE int32_t qsgdLevel(float x, float f16, int32_t s, uint32_t r) {
+  int32_t l = (simd::roundSmall(std::fabs(x) * f16) + static_cast<int32_t>(r)) >> 16;
   l = l > s ? s : l;
   return x < 0 ? -l : l;
 }
 
-// One RNG segment: x[0..n), counters 0..n-1; q gets n bytes or ceil(n/2) nibble pairs.
+// One RNG segment x[0..n), from element `begin` (a multiple of 8) on; q gets one byte per
+// value, or nibble pairs.
 template <bool Nibble>
-LC_INLINE void qsgdLevels(const float* x, size_t n, float f, int32_t s, RngKey k, uint8_t* q, size_t begin) {
-  if constexpr (Nibble) {
-    for (size_t j = begin / 2; j < n / 2; ++j) {
-      const uint32_t i = static_cast<uint32_t>(2 * j);
-      const int32_t lo = qsgdLevel(x[i], f, s, simd::hash32(i, k));
-      const int32_t hi = qsgdLevel(x[i + 1], f, s, simd::hash32(i + 1, k));
-      q[j] = static_cast<uint8_t>((lo & 15) | (hi & 15) << 4);
-    }
-    if (n % 2) q[n / 2] = static_cast<uint8_t>(qsgdLevel(x[n - 1], f, s, simd::hash32(static_cast<uint32_t>(n - 1), k)) & 15);
-  } else {
-    for (size_t i = begin; i < n; ++i)
-      q[i] = static_cast<uint8_t>(qsgdLevel(x[i], f, s, simd::hash32(static_cast<uint32_t>(i), k)));
+LC_INLINE void qsgdLevels(const float* x, size_t n, float f16, int32_t s, const RngKey& k, uint8_t* q, size_t begin) {
+  for (size_t b = begin / 8; b * 8 < n; ++b) {
+    uint16_t r[8];
+    simd::randomBlock(static_cast<uint32_t>(b), k, r);
+    const size_t e = b * 8, m = n - e < 8 ? n - e : 8;
+    int32_t l[8] = {};
+    for (size_t j = 0; j < m; ++j) l[j] = qsgdLevel(x[e + j], f16, s, r[j]);
+    if constexpr (Nibble)
+      for (size_t j = 0; j < m; j += 2) q[(e + j) / 2] = static_cast<uint8_t>((l[j] & 15) | (l[j + 1] & 15) << 4);
+    else
+      for (size_t j = 0; j < m; ++j) q[e + j] = static_cast<uint8_t>(l[j]);
   }
 }
 
 template <bool Nibble>
-void qsgdLevelsGeneric(BoolC<Nibble>, const float* x, size_t n, float f, int32_t s, RngKey k, uint8_t* q) {
-  qsgdLevels<Nibble>(x, n, f, s, k, q, 0);
+void qsgdLevelsGeneric(BoolC<Nibble>, const float* x, size_t n, float f16, int32_t s, const RngKey& k, uint8_t* q) {
+  qsgdLevels<Nibble>(x, n, f16, s, k, q, 0);
 }
 
 // Writes (Acc: adds) level·f; returns nonzero if a level is outside [-s, s].
@@ -94,24 +94,32 @@ uint32_t qsgdDecodeGeneric(BoolC<Nibble>, BoolC<Acc>, const uint8_t* q, size_t n
 
 // ---- terngrad
 
-// Bytes [b0, b1) of both planes for counters 8·b0.. of one RNG segment.
-LC_INLINE void ternPlanes(const float* x, size_t n, float scale, RngKey k, uint8_t* nz, uint8_t* neg, size_t b0) {
+// Nonzero with probability round(|x|·inv16)/2^16, inv16 = 2^16/scale.
+LC_INLINE uint32_t ternKeep(float x, float inv16, uint32_t r) {
+  return static_cast<int32_t>(r) < simd::roundSmall(std::fabs(x) * inv16);
+}
+
+// Bytes b0.. of both planes (byte b: elements 8b..8b+7, RNG block b), one RNG segment x[0..n).
+LC_INLINE void ternPlanes(const float* x, size_t n, float inv16, const RngKey& k, uint8_t* nz, uint8_t* neg,
+                          size_t b0) {
   for (size_t b = b0; b * 8 < n; ++b) {
+    uint16_t r[8];
+    simd::randomBlock(static_cast<uint32_t>(b), k, r);
     const size_t m = n - b * 8 < 8 ? n - b * 8 : 8;
     uint32_t z = 0, g = 0;
     for (size_t j = 0; j < m; ++j) {
-      const size_t i = b * 8 + j;
-      const uint32_t keep = simd::uniform24(simd::hash32(static_cast<uint32_t>(i), k)) * scale < std::fabs(x[i]);
+      const float v = x[b * 8 + j];
+      const uint32_t keep = ternKeep(v, inv16, r[j]);
       z |= keep << j;
-      g |= (keep & (x[i] < 0)) << j;
+      g |= (keep & (v < 0)) << j;
     }
     nz[b] = static_cast<uint8_t>(z);
     neg[b] = static_cast<uint8_t>(g);
   }
 }
 
-void ternPlanesGeneric(const float* x, size_t n, float scale, RngKey k, uint8_t* nz, uint8_t* neg) {
-  ternPlanes(x, n, scale, k, nz, neg, 0);
+void ternPlanesGeneric(const float* x, size_t n, float inv16, const RngKey& k, uint8_t* nz, uint8_t* neg) {
+  ternPlanes(x, n, inv16, k, nz, neg, 0);
 }
 
 template <bool Acc>
@@ -129,42 +137,44 @@ void ternValuesGeneric(BoolC<Acc>, const uint8_t* nz, const uint8_t* neg, size_t
 }
 
 #if LC_X86
-// qsgdLevel of x[i..i+8) (same arithmetic, so the same levels).
-LC_AVX2 LC_INLINE __m256i qsgdLevel8(const float* x, size_t i, __m256 f, __m256i s, RngKey k) {
+// qsgdLevel of x[i..i+8) given their uniforms (same arithmetic, same levels).
+LC_AVX2 LC_INLINE __m256i qsgdLevel8(const float* x, size_t i, __m256 f16, __m256i s, __m256i r) {
   const __m256 v = _mm256_loadu_ps(x + i);
-  const __m256 a = _mm256_mul_ps(_mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))), f);
-  const __m256i lo = _mm256_cvttps_epi32(a);
-  const __m256 frac = _mm256_sub_ps(a, _mm256_cvtepi32_ps(lo));
-  const __m256 u = simd::uniform24x8(simd::hash32x8(static_cast<uint32_t>(i), k));
-  const __m256i l = _mm256_min_epi32(_mm256_sub_epi32(lo, _mm256_castps_si256(_mm256_cmp_ps(u, frac, _CMP_LT_OQ))), s);
-  return _mm256_sign_epi32(l, _mm256_castps_si256(v));  // x = -0 or +0 has l = 0
+  const __m256 a = _mm256_mul_ps(_mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))), f16);
+  const __m256i l = _mm256_min_epi32(_mm256_srai_epi32(_mm256_add_epi32(simd::roundSmall8(a), r), 16), s);
+  return _mm256_sign_epi32(l, _mm256_castps_si256(v));  // x = ±0 has l = 0
 }
 
-// Levels of x[i..i+32) as 32 int8 in order.
-LC_AVX2 LC_INLINE __m256i qsgdLevel32(const float* x, size_t i, __m256 f, __m256i s, RngKey k) {
-  const __m256i p01 = _mm256_packs_epi32(qsgdLevel8(x, i, f, s, k), qsgdLevel8(x, i + 8, f, s, k));
-  const __m256i p23 = _mm256_packs_epi32(qsgdLevel8(x, i + 16, f, s, k), qsgdLevel8(x, i + 24, f, s, k));
+// Levels of x[i..i+32) (i a multiple of 8) as 32 int8 in order.
+LC_AVX2 LC_INLINE __m256i qsgdLevel32(const float* x, size_t i, __m256 f16, __m256i s, const simd::RngNi& k) {
+  const uint32_t b = static_cast<uint32_t>(i / 8);
+  const __m256i r0 = simd::random8(b, k), r1 = simd::random8(b + 1, k);
+  const __m256i r2 = simd::random8(b + 2, k), r3 = simd::random8(b + 3, k);
+  const __m256i p01 = _mm256_packs_epi32(qsgdLevel8(x, i, f16, s, r0), qsgdLevel8(x, i + 8, f16, s, r1));
+  const __m256i p23 = _mm256_packs_epi32(qsgdLevel8(x, i + 16, f16, s, r2), qsgdLevel8(x, i + 24, f16, s, r3));
   return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 template <bool Nibble>
-LC_AVX2 void qsgdLevelsAvx2(BoolC<Nibble>, const float* x, size_t n, float f, int32_t s, RngKey k, uint8_t* q) {
-  const __m256 vf = _mm256_set1_ps(f);
+LC_AVX2 void qsgdLevelsAvx2(BoolC<Nibble>, const float* x, size_t n, float f16, int32_t s, const RngKey& k, uint8_t* q) {
+  const __m256 vf = _mm256_set1_ps(f16);
   const __m256i vs = _mm256_set1_epi32(s);
+  const simd::RngNi kn = simd::loadRng(k);
   size_t i = 0;
   if constexpr (Nibble) {
     const __m256i low = _mm256_set1_epi8(15), weights = _mm256_set1_epi16(0x1001);  // byte pairs (1, 16)
     for (; i + 64 <= n; i += 64) {
-      const __m256i a = _mm256_maddubs_epi16(_mm256_and_si256(qsgdLevel32(x, i, vf, vs, k), low), weights);
-      const __m256i b = _mm256_maddubs_epi16(_mm256_and_si256(qsgdLevel32(x, i + 32, vf, vs, k), low), weights);
+      const __m256i a = _mm256_maddubs_epi16(_mm256_and_si256(qsgdLevel32(x, i, vf, vs, kn), low), weights);
+      const __m256i b = _mm256_maddubs_epi16(_mm256_and_si256(qsgdLevel32(x, i + 32, vf, vs, kn), low), weights);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i / 2),
                           _mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), 0xd8));
     }
   } else {
-    for (; i + 32 <= n; i += 32)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), qsgdLevel32(x, i, vf, vs, k));
+    for (; i + 32 <= n; i += 32) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), qsgdLevel32(x, i, vf, vs, kn));
+    }
   }
-  qsgdLevels<Nibble>(x, n, f, s, k, q, i);
+  qsgdLevels<Nibble>(x, n, f16, s, k, q, i);
 }
 
 // 32 nibble levels of q[0..16) as int8 in order.
@@ -201,17 +211,26 @@ LC_AVX2 uint32_t qsgdDecodeAvx2(BoolC<Nibble>, BoolC<Acc>, const uint8_t* q, siz
   return bad | qsgdDequantise<Nibble, Acc>(q + done, n - i, f, s, out + i);
 }
 
-LC_AVX2 void ternPlanesAvx2(const float* x, size_t n, float scale, RngKey k, uint8_t* nz, uint8_t* neg) {
-  const __m256 vs = _mm256_set1_ps(scale), absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+LC_AVX2 LC_INLINE int ternKeep8(__m256 v, __m256 inv16, __m256i r) {
+  const __m256 a = _mm256_mul_ps(_mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))), inv16);
+  return _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(simd::roundSmall8(a), r)));
+}
+
+LC_AVX2 void ternPlanesAvx2(const float* x, size_t n, float inv16, const RngKey& k, uint8_t* nz, uint8_t* neg) {
+  const __m256 vi = _mm256_set1_ps(inv16);
+  const simd::RngNi kn = simd::loadRng(k);
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    const __m256 t = _mm256_mul_ps(simd::uniform24x8(simd::hash32x8(static_cast<uint32_t>(i), k)), vs);
-    const int z = _mm256_movemask_ps(_mm256_cmp_ps(t, _mm256_and_ps(v, absmask), _CMP_LT_OQ));
-    nz[i / 8] = static_cast<uint8_t>(z);
-    neg[i / 8] = static_cast<uint8_t>(z & _mm256_movemask_ps(v));
+  for (; i + 16 <= n; i += 16) {
+    const __m256i r0 = simd::random8(static_cast<uint32_t>(i / 8), kn);
+    const __m256i r1 = simd::random8(static_cast<uint32_t>(i / 8 + 1), kn);
+    const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+    const int z = ternKeep8(v0, vi, r0) | ternKeep8(v1, vi, r1) << 8;
+    const int g = z & (_mm256_movemask_ps(v0) | _mm256_movemask_ps(v1) << 8);  // sign bit: -0 is never kept
+    const uint16_t z16 = static_cast<uint16_t>(z), g16 = static_cast<uint16_t>(g);
+    std::memcpy(nz + i / 8, &z16, 2);
+    std::memcpy(neg + i / 8, &g16, 2);
   }
-  ternPlanes(x, n, scale, k, nz, neg, i / 8);
+  ternPlanes(x, n, inv16, k, nz, neg, i / 8);
 }
 
 template <bool Acc>
@@ -240,16 +259,16 @@ class QsgdCodec : public Codec {
     const double norm2 = simd::sumSquares(x, n);
     float norm = static_cast<float>(std::sqrt(norm2));
     if (!std::isfinite(norm)) simd::throwNonFinite("qsgd");  // or the norm exceeds FLT_MAX
-    float f = norm > 0 ? static_cast<float>(s_) / norm : 0.0f;
-    if (!(f <= FLT_MAX)) norm = f = 0.0f;  // norm < s/FLT_MAX (~4e-37): sent as zero
+    float f16 = norm > 0 ? static_cast<float>(s_) * 65536.0f / norm : 0.0f;
+    if (!(f16 <= FLT_MAX)) norm = f16 = 0.0f;
     std::memcpy(out, &norm, 4);
     uint8_t* q = out + 4;
-    simd::forEachRngSegment(n, ctx, kQsgdSalt, [&](size_t b, size_t m, RngKey k) {
+    simd::forEachRngSegment(n, ctx, kQsgdSalt, [&](size_t b, size_t m, const RngKey& k) {
       uint8_t* qb = q + (nibble() ? b / 2 : b);
       if (nibble())
-        LC_DISPATCH(qsgdLevels, BoolC<true>{}, x + b, m, f, s_, k, qb);
+        LC_DISPATCH(qsgdLevels, BoolC<true>{}, x + b, m, f16, s_, k, qb);
       else
-        LC_DISPATCH(qsgdLevels, BoolC<false>{}, x + b, m, f, s_, k, qb);
+        LC_DISPATCH(qsgdLevels, BoolC<false>{}, x + b, m, f16, s_, k, qb);
     });
     return maxBytes(n);
   }
@@ -294,11 +313,13 @@ class TernGradCodec : public Codec {
   size_t encode(const float* x, size_t n, uint8_t* out, const EncodeCtx& ctx) const override {
     const uint32_t mbits = simd::maxAbsBits(x, n);
     if (mbits >= 0x7f800000u) simd::throwNonFinite("terngrad");
-    const float scale = simd::bitsToFloat(mbits);
+    float scale = simd::bitsToFloat(mbits);
+    float inv16 = scale > 0 ? 65536.0f / scale : 0.0f;
+    if (!(inv16 <= FLT_MAX)) scale = inv16 = 0.0f;
     std::memcpy(out, &scale, 4);
     const size_t planeBytes = (n + 7) / 8;
-    simd::forEachRngSegment(n, ctx, kTernSalt, [&](size_t b, size_t m, RngKey k) {
-      LC_DISPATCH(ternPlanes, x + b, m, scale, k, out + 4 + b / 8, out + 4 + planeBytes + b / 8);
+    simd::forEachRngSegment(n, ctx, kTernSalt, [&](size_t b, size_t m, const RngKey& k) {
+      LC_DISPATCH(ternPlanes, x + b, m, inv16, k, out + 4 + b / 8, out + 4 + planeBytes + b / 8);
     });
     return maxBytes(n);
   }

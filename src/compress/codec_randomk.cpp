@@ -48,7 +48,7 @@ class RandomKCodec : public Codec {
  public:
   explicit RandomKCodec(const CodecParams& p) : ratio_(p.ratio), unbiased_(p.unbiased) {
     if (!(ratio_ > 0 && ratio_ <= 1))
-      throw ConfigError("codec randomk: ratio must be in (0, 1], got " + std::to_string(ratio_));
+      throw ConfigError(detail::concat("codec randomk: ratio must be in (0, 1], got ", ratio_));
   }
   std::string name() const override { return "randomk"; }
   Combine combine() const override { return Combine::allreduce; }

@@ -19,8 +19,8 @@ class ThresholdCodec : public Codec {
  public:
   explicit ThresholdCodec(const CodecParams& p) : t_(static_cast<float>(p.threshold)) {
     if (!(p.threshold > 0) || !std::isfinite(t_) || t_ == 0)
-      throw ConfigError("codec threshold: threshold must be a positive, finite float, got " +
-                        std::to_string(p.threshold));
+      throw ConfigError(detail::concat("codec threshold: threshold must be a positive, finite float, got ",
+                                       p.threshold));
   }
   std::string name() const override { return "threshold"; }
   Combine combine() const override { return Combine::allgather; }

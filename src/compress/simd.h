@@ -2,7 +2,7 @@
 // several codecs. Not part of the public API.
 //
 // Dispatch: a hot kernel exists as fooGeneric (portable C++) and, on x86, fooAvx2 (LC_AVX2:
-// avx2+f16c+bmi2+popcnt); LC_DISPATCH picks one per call, never per element. Helpers marked LC_INLINE
+// avx2+f16c+bmi2+popcnt+aes); LC_DISPATCH picks one per call, never per element. Helpers marked LC_INLINE
 // are always inlined, so in an LC_AVX2 caller they are compiled (and auto-vectorised) for AVX2.
 // FMA is deliberately not enabled: without contraction both versions round identically, so a
 // payload never depends on which kind of CPU encoded it (tests compare the two bit for bit).
@@ -27,7 +27,7 @@
 #define LC_DISPATCH(fn, ...) fn##Generic(__VA_ARGS__)
 #endif
 
-#define LC_AVX2 __attribute__((target("avx2,f16c,bmi2,popcnt")))
+#define LC_AVX2 __attribute__((target("avx2,f16c,bmi2,popcnt,aes")))
 #define LC_INLINE inline __attribute__((always_inline))
 
 namespace lowcomm::compress::simd {
@@ -37,7 +37,7 @@ namespace detail {
 inline bool cpuHasAvx2() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2") &&
-         __builtin_cpu_supports("popcnt");
+         __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("aes");
 }
 #else
 inline bool cpuHasAvx2() { return false; }
@@ -56,7 +56,11 @@ inline void setSimdEnabled(bool on) {
   detail::avx2Flag().store(on && capable);
 }
 
-// ---- Counter-based RNG: u(i) = hash(i; key), key from the EncodeCtx. No state, any order.
+// ---- Counter-based RNG: three AES rounds over the block counter, keyed by the EncodeCtx (AES-NI
+// on the AVX2 path, the same rounds in software otherwise: identical bits). Block b gives the
+// 16-bit uniforms of elements 8b..8b+7 (its uint16 lanes in order). Stateless: any order, any
+// range. Three rounds diffuse every counter bit into every output bit; this drives stochastic
+// rounding, not cryptography.
 
 inline uint64_t fmix64(uint64_t x) {  // splitmix64 finaliser (a bijection)
   x ^= x >> 30;
@@ -67,37 +71,83 @@ inline uint64_t fmix64(uint64_t x) {  // splitmix64 finaliser (a bijection)
 }
 
 struct RngKey {
-  uint32_t k1, k2;
+  alignas(16) uint8_t round[4][16];  // whitening key, then one key per round
 };
 
-// Stream for one encode call: every ctx field (stochastic rounding differs per rank too), a
-// per-codec salt, and the 2^32-element segment the 32-bit counter runs in.
+// Stream of one encode call: every ctx field (stochastic rounding differs per rank too), a
+// per-codec salt, and the 2^32-element segment the block counter runs in.
 inline RngKey rngKey(const EncodeCtx& ctx, uint64_t salt, uint64_t segment) {
   uint64_t h = fmix64(salt + 0x9e3779b97f4a7c15ull);
   for (uint64_t v : {ctx.seed, static_cast<uint64_t>(ctx.step), static_cast<uint64_t>(ctx.bucket),
                      static_cast<uint64_t>(ctx.chunk), static_cast<uint64_t>(ctx.rank), segment})
     h = fmix64(h ^ fmix64(v + 0x9e3779b97f4a7c15ull));
-  return {static_cast<uint32_t>(h), static_cast<uint32_t>(h >> 32)};
+  RngKey k;
+  for (int w = 0; w < 8; ++w) {
+    const uint64_t word = fmix64(h + static_cast<uint64_t>(w + 1) * 0x9e3779b97f4a7c15ull);
+    std::memcpy(&k.round[0][0] + 8 * w, &word, 8);
+  }
+  return k;
 }
 
-// lowbias32 (Wellons) with the second key mixed in between its rounds: full avalanche on
-// consecutive counters; 32-bit multiplies only, so it vectorises (vpmulld).
-LC_INLINE uint32_t hash32(uint32_t i, RngKey k) {
-  uint32_t x = i ^ k.k1;
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= k.k2;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  return x ^ (x >> 16);
+namespace detail {
+constexpr uint8_t rotl8(uint8_t x, int r) { return static_cast<uint8_t>(x << r | x >> (8 - r)); }
+struct Sbox {
+  uint8_t v[256];
+};
+// The AES S-box: multiplicative inverse in GF(2^8) (walking powers of 3 and of its inverse),
+// then the affine map.
+constexpr Sbox makeSbox() {
+  Sbox s{};
+  uint8_t p = 1, q = 1;
+  do {
+    p = static_cast<uint8_t>(p ^ (p << 1) ^ (p & 0x80 ? 0x1b : 0));
+    q = static_cast<uint8_t>(q ^ (q << 1));
+    q = static_cast<uint8_t>(q ^ (q << 2));
+    q = static_cast<uint8_t>(q ^ (q << 4));
+    if (q & 0x80) q ^= 0x09;
+    s.v[p] = static_cast<uint8_t>(q ^ rotl8(q, 1) ^ rotl8(q, 2) ^ rotl8(q, 3) ^ rotl8(q, 4) ^ 0x63);
+  } while (p != 1);
+  s.v[0] = 0x63;
+  return s;
+}
+inline constexpr Sbox kSbox = makeSbox();
+static_assert(kSbox.v[0x01] == 0x7c && kSbox.v[0x53] == 0xed && kSbox.v[0xff] == 0x16, "AES S-box");
+
+constexpr uint8_t xtime(uint8_t a) { return static_cast<uint8_t>(a << 1 ^ (a & 0x80 ? 0x1b : 0)); }
+
+// _mm_aesenc_si128: ShiftRows, SubBytes, MixColumns, then xor the round key.
+inline void aesRound(uint8_t s[16], const uint8_t k[16]) {
+  uint8_t t[16];
+  for (int c = 0; c < 4; ++c)
+    for (int r = 0; r < 4; ++r) t[4 * c + r] = kSbox.v[s[4 * ((c + r) & 3) + r]];
+  for (int c = 0; c < 4; ++c) {
+    const uint8_t* a = t + 4 * c;
+    const uint8_t all = a[0] ^ a[1] ^ a[2] ^ a[3];
+    for (int r = 0; r < 4; ++r) s[4 * c + r] = a[r] ^ all ^ xtime(a[r] ^ a[(r + 1) & 3]) ^ k[4 * c + r];
+  }
+}
+}  // namespace detail
+
+// The 8 uniforms in [0, 2^16) of block b.
+inline void randomBlock(uint32_t b, const RngKey& k, uint16_t r[8]) {
+  uint8_t s[16];
+  std::memcpy(s, k.round[0], 16);
+  for (int i = 0; i < 4; ++i) s[i] ^= static_cast<uint8_t>(b >> (8 * i));
+  for (int round = 1; round < 4; ++round) detail::aesRound(s, k.round[round]);
+  std::memcpy(r, s, 16);
 }
 
-// Uniform in [0, 1) with 24 bits: exactly representable, so comparisons against it are exact.
-LC_INLINE float uniform24(uint32_t h) { return static_cast<float>(static_cast<int32_t>(h >> 8)) * 0x1p-24f; }
+// Nearest integer (ties to even) of 0 <= v < 2^23: the float adder rounds v + 2^23.
+LC_INLINE int32_t roundSmall(float v) {
+  const float t = v + 8388608.0f;
+  uint32_t u;
+  std::memcpy(&u, &t, 4);
+  return static_cast<int32_t>(u) - 0x4b000000;
+}
 
 // Calls f(begin, count, key) for each segment of at most 2^32 elements (f(0, 0, key) if n = 0).
 template <typename F>
-void forEachRngSegment(size_t n, const EncodeCtx& ctx, uint64_t salt, F&& f) {
+inline void forEachRngSegment(size_t n, const EncodeCtx& ctx, uint64_t salt, F&& f) {
   constexpr size_t kSeg = size_t{1} << 32;
   for (size_t b = 0, s = 0;; b += kSeg, ++s) {
     f(b, n - b < kSeg ? n - b : kSeg, rngKey(ctx, salt, s));
@@ -136,8 +186,18 @@ LC_INLINE float bitsToFloat(uint32_t u) {
   return f;
 }
 
-// Sum of x² in double (no overflow for finite floats; nan/inf propagate).
-LC_INLINE double sumSquaresTail(const double* acc, const float* x, size_t n) {
+// Sum of x²: blocks of 256 values summed in float (lane = index mod 16, 16 terms per lane),
+// each lane then added to a double accumulator; the last n % 256 values and any block whose
+// float sums overflow (|x| > ~1e18) are summed in double. Relative error <= ~2^-20; nan and
+// inf propagate.
+constexpr size_t kSquaresBlock = 256;
+
+LC_INLINE void squaresBlockDouble(const float* x, double* acc) {
+  for (size_t i = 0; i < kSquaresBlock; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += static_cast<double>(x[i + j]) * x[i + j];
+}
+
+LC_INLINE double sumSquaresFinish(const double* acc, const float* x, size_t n) {
   double tail = 0;
   for (size_t i = 0; i < n; ++i) tail += static_cast<double>(x[i]) * x[i];
   double s = 0;
@@ -147,13 +207,19 @@ LC_INLINE double sumSquaresTail(const double* acc, const float* x, size_t n) {
 
 inline double sumSquaresGeneric(const float* x, size_t n) {
   double acc[16] = {};
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) {
-      const double v = x[i + j];
-      acc[j] += v * v;
-    }
-  return sumSquaresTail(acc, x + i, n - i);
+  size_t b = 0;
+  for (; b + kSquaresBlock <= n; b += kSquaresBlock) {
+    float f[16] = {};
+    for (size_t i = b; i < b + kSquaresBlock; i += 16)
+      for (int j = 0; j < 16; ++j) f[j] += x[i + j] * x[i + j];
+    uint32_t big = 0;
+    for (int j = 0; j < 16; ++j) big |= absBits(f[j]) >= 0x7f800000u;
+    if (big)
+      squaresBlockDouble(x + b, acc);
+    else
+      for (int j = 0; j < 16; ++j) acc[j] += f[j];
+  }
+  return sumSquaresFinish(acc, x + b, n - b);
 }
 
 inline uint32_t maxAbsBitsGeneric(const float* x, size_t n) { return maxAbsBitsLoop(x, n); }
@@ -162,16 +228,33 @@ inline uint32_t maxAbsBitsGeneric(const float* x, size_t n) { return maxAbsBitsL
 LC_AVX2 inline uint32_t maxAbsBitsAvx2(const float* x, size_t n) { return maxAbsBitsLoop(x, n); }
 
 LC_AVX2 inline double sumSquaresAvx2(const float* x, size_t n) {
+  alignas(32) double acc[16] = {};
   __m256d a[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int h = 0; h < 4; ++h) {
-      const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * h));
-      a[h] = _mm256_add_pd(a[h], _mm256_mul_pd(v, v));
+  const __m256i flt_max = _mm256_set1_epi32(0x7f7fffff);
+  size_t b = 0;
+  for (; b + kSquaresBlock <= n; b += kSquaresBlock) {
+    __m256 f0 = _mm256_setzero_ps(), f1 = _mm256_setzero_ps();
+    for (size_t i = b; i < b + kSquaresBlock; i += 16) {
+      const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+      f0 = _mm256_add_ps(f0, _mm256_mul_ps(v0, v0));
+      f1 = _mm256_add_ps(f1, _mm256_mul_ps(v1, v1));
     }
-  double acc[16];
-  for (int h = 0; h < 4; ++h) _mm256_storeu_pd(acc + 4 * h, a[h]);
-  return sumSquaresTail(acc, x + i, n - i);
+    // Sums of squares are >= 0 (or nan): as int32 they exceed FLT_MAX's bits when inf or nan.
+    const __m256i big = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_castps_si256(f0), flt_max),
+                                        _mm256_cmpgt_epi32(_mm256_castps_si256(f1), flt_max));
+    if (!_mm256_testz_si256(big, big)) {
+      for (int h = 0; h < 4; ++h) _mm256_store_pd(acc + 4 * h, a[h]);
+      squaresBlockDouble(x + b, acc);
+      for (int h = 0; h < 4; ++h) a[h] = _mm256_load_pd(acc + 4 * h);
+      continue;
+    }
+    a[0] = _mm256_add_pd(a[0], _mm256_cvtps_pd(_mm256_castps256_ps128(f0)));
+    a[1] = _mm256_add_pd(a[1], _mm256_cvtps_pd(_mm256_extractf128_ps(f0, 1)));
+    a[2] = _mm256_add_pd(a[2], _mm256_cvtps_pd(_mm256_castps256_ps128(f1)));
+    a[3] = _mm256_add_pd(a[3], _mm256_cvtps_pd(_mm256_extractf128_ps(f1, 1)));
+  }
+  for (int h = 0; h < 4; ++h) _mm256_store_pd(acc + 4 * h, a[h]);
+  return sumSquaresFinish(acc, x + b, n - b);
 }
 
 // Lane j: bit 31 = bit j of b (a blendv mask).
@@ -179,21 +262,31 @@ LC_AVX2 LC_INLINE __m256i laneBits(uint32_t b) {
   return _mm256_sllv_epi32(_mm256_set1_epi32(static_cast<int>(b)), _mm256_setr_epi32(31, 30, 29, 28, 27, 26, 25, 24));
 }
 
-// hash32 of the 8 counters i0..i0+7.
-LC_AVX2 LC_INLINE __m256i hash32x8(uint32_t i0, RngKey k) {
-  __m256i x = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(i0)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  x = _mm256_xor_si256(x, _mm256_set1_epi32(static_cast<int>(k.k1)));
-  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
-  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(0x7feb352d));
-  x = _mm256_xor_si256(x, _mm256_set1_epi32(static_cast<int>(k.k2)));
-  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
-  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(static_cast<int>(0x846ca68bu)));
-  return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+// The round keys in registers: load once per kernel (stores through uint8_t* payload pointers
+// would otherwise force reloads).
+struct RngNi {
+  __m128i k[4];
+};
+LC_AVX2 LC_INLINE RngNi loadRng(const RngKey& key) {
+  RngNi r;
+  for (int i = 0; i < 4; ++i) r.k[i] = _mm_load_si128(reinterpret_cast<const __m128i*>(key.round[i]));
+  return r;
 }
 
-// uniform24 of 8 hashes.
-LC_AVX2 LC_INLINE __m256 uniform24x8(__m256i h) {
-  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), _mm256_set1_ps(0x1p-24f));
+// randomBlock(b) as 8 uint16 lanes.
+LC_AVX2 LC_INLINE __m128i randomBlockNi(uint32_t b, const RngNi& k) {
+  __m128i s = _mm_xor_si128(_mm_cvtsi32_si128(static_cast<int>(b)), k.k[0]);
+  s = _mm_aesenc_si128(s, k.k[1]);
+  s = _mm_aesenc_si128(s, k.k[2]);
+  return _mm_aesenc_si128(s, k.k[3]);
+}
+
+// Uniforms of elements 8b..8b+7 as 8 int32 lanes.
+LC_AVX2 LC_INLINE __m256i random8(uint32_t b, const RngNi& k) { return _mm256_cvtepu16_epi32(randomBlockNi(b, k)); }
+
+LC_AVX2 LC_INLINE __m256i roundSmall8(__m256 v) {
+  return _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(v, _mm256_set1_ps(8388608.0f))),
+                          _mm256_set1_epi32(0x4b000000));
 }
 #endif
 

@@ -1,13 +1,17 @@
-// Radix select on the 31-bit magnitude key (see topk_select.h for the contracts).
+// Top-k selection on the 31-bit magnitude key (see topk_select.h for the contracts).
 //
-// Levels split the key into bits [20,31), [9,20) and [0,9). A level histograms the keys that
-// share the prefix chosen so far and picks the bin holding the k-th largest key. As soon as that
-// bin is small (<= gatherCap) one pass gathers every index at or above the bin: the ones above
-// it are certainly selected, the bin's own are resolved by nth_element on their keys. Only a huge
-// bin (many equal or near-equal magnitudes) costs another full histogram pass.
+// Large inputs first try a sampled lower threshold: one pass gathers the ~1.2k keys above it and
+// nth_element picks the k largest (selectTopKSampled). When the sample misjudges (ties, few
+// non-zeros, adversarial layouts), or for smaller inputs, a radix select decides instead:
+// levels split the key into bits [20,31), [9,20) and [0,9); a level histograms the keys sharing
+// the prefix chosen so far and picks the bin holding the k-th largest key. As soon as that bin is
+// small (<= gather_cap) one pass gathers every index at or above it: the ones above are selected,
+// the bin's own are resolved by nth_element on their keys. Only a huge bin (many equal or
+// near-equal magnitudes) costs more full passes. Both paths are exact.
 #include "topk_select.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -15,7 +19,6 @@
 #include <numeric>
 
 #include "lowcomm/base/error.h"
-#include "payload.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -37,10 +40,7 @@ __attribute__((always_inline)) inline uint32_t keyAt(const float* x, size_t i) {
   return u & 0x7fffffffu;
 }
 
-// scanAtLeast(x, n, lo, hit) calls hit(i, key) for every i (increasing) with key(x[i]) >= lo
-// until hit returns false. Requires lo <= 0x7fffffff. Hits are sparse in every use (top-k
-// candidates), so the AVX2 kernel screens 32 values per compare-and-test and only walks the set
-// bits of blocks that have a hit: the pass runs at memory bandwidth.
+// Portable body of scanAtLeast over [begin, n); false if hit stopped it.
 template <typename Hit>
 bool scanScalar(const float* x, size_t begin, size_t n, uint32_t lo, Hit& hit) {
   for (size_t i = begin; i < n; ++i) {
@@ -48,6 +48,24 @@ bool scanScalar(const float* x, size_t begin, size_t n, uint32_t lo, Hit& hit) {
     if (key >= lo && !hit(i, key)) return false;
   }
   return true;
+}
+
+// Smallest and largest key among the keys with key >> shift == prefix, in one branch-free,
+// vectorisable pass (keys are < 2^31, so signed min/max order them). Used on non-empty ranges.
+__attribute__((always_inline)) inline void keyRangeBody(const float* x, size_t n, uint32_t prefix, int shift,
+                                                        uint32_t& lo, uint32_t& hi) {
+  int32_t mn = INT32_MAX, mx = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t key = keyAt(x, i);
+    const int32_t in = -static_cast<int32_t>((key >> shift) == prefix);  // all ones if in range
+    mn = std::min(mn, static_cast<int32_t>(key) | (~in & INT32_MAX));
+    mx = std::max(mx, static_cast<int32_t>(key) & in);
+  }
+  lo = static_cast<uint32_t>(mn);
+  hi = static_cast<uint32_t>(mx);
+}
+void keyRangeGeneric(const float* x, size_t n, uint32_t prefix, int shift, uint32_t& lo, uint32_t& hi) {
+  keyRangeBody(x, n, prefix, shift, lo, hi);
 }
 
 #if defined(__x86_64__)
@@ -75,6 +93,10 @@ __attribute__((target("avx2"))) void scanAvx2(const float* x, size_t n, uint32_t
   }
   scanScalar(x, i, n, lo, hit);
 }
+__attribute__((target("avx2"))) void keyRangeAvx2(const float* x, size_t n, uint32_t prefix, int shift, uint32_t& lo,
+                                                  uint32_t& hi) {
+  keyRangeBody(x, n, prefix, shift, lo, hi);
+}
 bool haveAvx2() {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;
@@ -84,9 +106,23 @@ template <typename Hit>
 void scanAvx2(const float* x, size_t n, uint32_t lo, Hit& hit) {
   scanScalar(x, 0, n, lo, hit);
 }
+void keyRangeAvx2(const float* x, size_t n, uint32_t prefix, int shift, uint32_t& lo, uint32_t& hi) {
+  keyRangeGeneric(x, n, prefix, shift, lo, hi);
+}
 bool haveAvx2() { return false; }
 #endif
 
+void keyRange(const float* x, size_t n, uint32_t prefix, int shift, uint32_t& lo, uint32_t& hi) {
+  if (haveAvx2())
+    keyRangeAvx2(x, n, prefix, shift, lo, hi);
+  else
+    keyRangeGeneric(x, n, prefix, shift, lo, hi);
+}
+
+// scanAtLeast(x, n, lo, hit) calls hit(i, key) for every i (increasing) with key(x[i]) >= lo
+// until hit returns false. Requires lo <= 0x7fffffff. Hits are sparse in every use (top-k
+// candidates), so the AVX2 kernel screens 32 values per compare-and-test and only walks the set
+// bits of blocks that have a hit: the pass runs near memory bandwidth.
 template <typename Hit>
 void scanAtLeast(const float* x, size_t n, uint32_t lo, Hit&& hit) {
   if (haveAvx2())
@@ -278,8 +314,23 @@ size_t selectTopK(const float* x, size_t n, size_t k, uint32_t* idx_out) {
     while (b > 0 && above + hist[b] < need) above += hist[b--];
     need -= above;
     prefix = (prefix << lv.width) | static_cast<uint32_t>(b);
-    if (l < 2 && hist[b] <= gather_cap)
-      return gatherAndFinish(x, n, prefix, lv.shift, k - need, need, hist[b], idx_out);
+    if (l == 2) break;
+    if (hist[b] <= gather_cap) return gatherAndFinish(x, n, prefix, lv.shift, k - need, need, hist[b], idx_out);
+    if (l == 0) {
+      // A huge top-level bin is mostly ties (all equal, mostly zeros): one min/max pass over the
+      // bin either proves every key in it equal, or that it fits one level-1 bin (skip that
+      // histogram), before paying for more histograms.
+      uint32_t lo, hi;
+      keyRange(x, n, prefix, lv.shift, lo, hi);
+      if (lo == hi) {
+        prefix = lo;
+        break;
+      }
+      if ((lo >> kLevels[1].shift) == (hi >> kLevels[1].shift)) {
+        prefix = lo >> kLevels[1].shift;
+        ++l;
+      }
+    }
   }
   const size_t got = selectWithTies(x, n, prefix, need, k, idx_out);
   LC_ENFORCE(got == k, "top-k: input changed during selection");
@@ -323,54 +374,6 @@ size_t keepCount(double ratio, size_t n) {
   const double near = std::round(r);
   const double k = std::abs(r - near) <= 1e-9 * std::max(1.0, r) ? near : std::ceil(r);
   return std::clamp<size_t>(static_cast<size_t>(std::max(k, 1.0)), 1, n);
-}
-
-size_t writeSparsePayload(uint8_t tag, const float* x, const uint32_t* idx, size_t count, uint8_t* out) {
-  PayloadWriter w(out);
-  w.put<uint8_t>(tag);
-  w.put<uint8_t>(0);
-  w.put<uint16_t>(0);
-  w.put<uint32_t>(static_cast<uint32_t>(count));
-  w.putBytes(idx, 4 * count);
-  for (size_t j = 0; j < count; ++j) w.put<float>(x[idx[j]]);
-  return w.size();
-}
-
-void decodeSparsePayload(const char* codec, uint8_t tag, const uint8_t* payload, size_t bytes, size_t n, float* out,
-                         float scale, bool accumulate) {
-  PayloadReader r(payload, bytes, codec);
-  const auto got_tag = r.get<uint8_t>();
-  if (got_tag != tag) r.fail("header tag " + std::to_string(got_tag) + ", expected " + std::to_string(tag));
-  if (r.get<uint8_t>() != 0 || r.get<uint16_t>() != 0) r.fail("reserved header bytes are not zero");
-  const size_t count = r.get<uint32_t>();
-  if (count > n) r.fail("count " + std::to_string(count) + " exceeds the " + std::to_string(n) + " values");
-  if (r.remaining() != 8 * count)
-    r.fail(std::to_string(r.remaining()) + " bytes after the header, expected " + std::to_string(8 * count) +
-           " for " + std::to_string(count) + " entries");
-  const uint8_t* ip = r.take(4 * count);
-  const uint8_t* vp = r.take(4 * count);
-  r.expectEnd();
-  auto index = [ip](size_t j) {
-    uint32_t v;
-    std::memcpy(&v, ip + 4 * j, 4);
-    return v;
-  };
-  auto value = [vp](size_t j) {
-    float v;
-    std::memcpy(&v, vp + 4 * j, 4);
-    return v;
-  };
-  for (size_t j = 0; j < count; ++j) {
-    const uint32_t i = index(j);
-    if (i >= n) r.fail("index " + std::to_string(i) + " at entry " + std::to_string(j) + " is out of range (n = " +
-                       std::to_string(n) + ")");
-    if (j > 0 && i <= index(j - 1))
-      r.fail("index " + std::to_string(i) + " at entry " + std::to_string(j) + " does not exceed the previous " +
-             std::to_string(index(j - 1)));
-    if (!std::isfinite(value(j))) r.fail("value at entry " + std::to_string(j) + " is not finite");
-  }
-  if (!accumulate) std::fill(out, out + n, 0.0f);
-  for (size_t j = 0; j < count; ++j) out[index(j)] += scale * value(j);
 }
 
 }  // namespace lowcomm::compress

@@ -77,6 +77,9 @@ std::vector<std::pair<std::string, std::vector<float>>> adversarial(size_t n) {
   std::vector<float> z(n);
   for (size_t i = 0; i < n; ++i) z[i] = i % 7 == 0 ? 1e-40f * static_cast<float>(i % 5) : (i % 2 ? 0.0f : -0.0f);
   r.push_back({"zeros and denormals", z});
+  std::vector<float> sparse(n, 0.0f);  // fewer non-zeros than k: the k-th largest is a zero
+  for (size_t i = 0; i < n; i += 300) sparse[i] = g[i];
+  r.push_back({"mostly zeros", sparse});
   return r;
 }
 
@@ -357,7 +360,12 @@ TEST(RandomK, SharedIndicesAcrossRanksAndFreshPerStep) {
     std::memcpy(&p0[4 * j], &u, 4);
   }
   const auto sum = decode(*c, p0, n, a);
-  for (auto i : support(decode(*c, pa, n, a))) EXPECT_FLOAT_EQ(sum[i], x0[i] + x1[i]);
+  const auto kept = support(decode(*c, pa, n, a));
+  for (auto i : kept) EXPECT_FLOAT_EQ(sum[i], x0[i] + x1[i]);
+  EXPECT_EQ(support(sum), kept);
+  std::vector<float> acc(n, 2.0f);
+  c->decode(p0.data(), p0.size(), n, acc.data(), 0.5f, true, a);
+  for (size_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(acc[i], 2.0f + 0.5f * sum[i]);
   EXPECT_THROW(decode(*c, std::vector<uint8_t>(4 * k + 4), n, a), DataError);
   EXPECT_THROW(decode(*c, std::vector<uint8_t>(4 * k - 4), n, a), DataError);
   EXPECT_EQ(encode(*c, {}, a).size(), 0u);

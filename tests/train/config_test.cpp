@@ -77,3 +77,25 @@ TEST(Config, ResolvedTomlLoadsBackToTheSameValues) {
   EXPECT_FALSE(back.strategy.overlap);
   EXPECT_DOUBLE_EQ(back.schedule.min_lr, 1e-5);
 }
+
+TEST(Config, CompressSection) {
+  auto c = loadConfig("", {"compress.codec=topk", "compress.ratio=0.02", "compress.exclude=[\"head\", \"stem\"]",
+                           "compress.auto_candidates=bf16,powersgd"});
+  EXPECT_EQ(c.compress.codec, "topk");
+  EXPECT_DOUBLE_EQ(c.compress.codec_params.ratio, 0.02);
+  EXPECT_EQ(c.compress.exclude, (std::vector<std::string>{"head", "stem"}));
+  EXPECT_EQ(c.compress.auto_candidates, (std::vector<std::string>{"bf16", "powersgd"}));
+  std::string e = errorOf("[compress]\ncodec = \"top-k\"\n");
+  EXPECT_NE(e.find("compress.codec"), std::string::npos) << e;
+  EXPECT_NE(e.find("powersgd"), std::string::npos) << e;  // lists the valid names
+  e = errorOf("", {"compress.ratio=0"});
+  EXPECT_NE(e.find("compress.ratio"), std::string::npos) << e;
+  e = errorOf("", {"compress.exclude=[1, 2]"});
+  EXPECT_NE(e.find("compress.exclude"), std::string::npos) << e;
+  e = errorOf("", {"compress.auto_candidates=auto"});
+  EXPECT_NE(e.find("compress.auto_candidates"), std::string::npos) << e;
+  // DGC carries momentum itself; SGD momentum on top is refused with the fix in the message.
+  e = errorOf("", {"compress.codec=dgc", "optimizer.momentum=0.9"});
+  EXPECT_NE(e.find("optimizer.momentum = 0"), std::string::npos) << e;
+  EXPECT_EQ(errorOf("", {"compress.codec=dgc", "optimizer.momentum=0", "optimizer.nesterov=false"}), "");
+}
