@@ -238,6 +238,7 @@ size_t gatherAndFinish(const float* x, size_t n, uint32_t prefix, int shift, siz
 // are among them, so the result is exact; a misestimate (fewer than k, or more than the buffer
 // holds: many ties, adversarial layouts) only returns false and the caller takes the radix path.
 constexpr size_t kSample = 1 << 16;
+constexpr size_t kSmall = 2048;
 bool selectTopKSampled(const float* x, size_t n, size_t k, size_t gather_cap, uint32_t* out) {
   std::unique_ptr<uint32_t[]> sample(new uint32_t[kSample]);
   for (size_t j = 0; j < kSample; ++j) sample[j] = keyAt(x, uniformBelow(counterRandom(0x746f706bull, j), n));
@@ -293,6 +294,17 @@ size_t selectTopK(const float* x, size_t n, size_t k, uint32_t* idx_out) {
   if (k >= n) {
     iotaIndices(idx_out, n);
     return n;
+  }
+  if (n <= kSmall) {  // below this, histogram set-up costs more than nth_element on all keys
+    std::unique_ptr<uint32_t[]> cand(new uint32_t[2 * n]);
+    uint32_t* keys = cand.get() + n;
+    for (size_t i = 0; i < n; ++i) {
+      cand[i] = static_cast<uint32_t>(i);
+      keys[i] = keyAt(x, i);
+    }
+    keepLargest(cand.get(), keys, n, k);
+    std::copy(cand.get(), cand.get() + k, idx_out);
+    return k;
   }
   const size_t gather_cap = std::max<size_t>(n / 16, 4096);
   if (n >= 4 * kSample && selectTopKSampled(x, n, k, gather_cap, idx_out)) return k;

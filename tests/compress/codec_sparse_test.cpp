@@ -86,10 +86,11 @@ std::vector<std::pair<std::string, std::vector<float>>> adversarial(size_t n) {
 }  // namespace
 
 TEST(TopKSelect, MatchesSortReferenceOnManySizesAndInputs) {
-  for (size_t n : {0, 1, 2, 3, 17, 1000, 4099, 100000, 1000000}) {
+  for (size_t n : {0, 1, 2, 3, 17, 1000, 2049, 4099, 100000, 300000, 1000000}) {
     for (const auto& [name, x] : adversarial(n)) {
       std::vector<size_t> ks = {0, 1, 2, n / 100, n / 10, n / 2, n > 0 ? n - 1 : 0, n, n + 5};
-      if (n == 1000000) ks = {1, n / 100, n / 2};
+      if (n == 300000) ks = {1, n / 100, n / 2};
+      if (n == 1000000) ks = {n / 100};
       for (size_t k : ks)
         ASSERT_EQ(topk(x, k), reference(x, k)) << name << " n=" << n << " k=" << k;
     }
@@ -137,7 +138,7 @@ void expectDgcContract(const std::vector<float>& x, size_t k, const std::vector<
 }
 
 TEST(TopKSelect, ApproximateKeepsRoughlyKAndDominates) {
-  for (size_t n : {1, 10, 5000, 1000000}) {
+  for (size_t n : {1, 10, 5000, 300000}) {
     for (const auto& [name, x] : adversarial(n)) {
       const size_t k = std::max<size_t>(1, n / 100);
       std::vector<uint32_t> out(approxTopKCapacity(n, k));
@@ -146,7 +147,7 @@ TEST(TopKSelect, ApproximateKeepsRoughlyKAndDominates) {
     }
   }
   // 1.6k equal maxima: the sample threshold keeps 1.6k, tightened to the exact top k.
-  const size_t n = 1000000, k = 10000;
+  const size_t n = 300000, k = 3000;
   std::vector<float> x = gaussian(n, 5);
   for (auto& v : x) v *= 1e-3f;
   for (size_t i = 0; i < n; i += 62) x[i] = 1.0f;

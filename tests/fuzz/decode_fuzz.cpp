@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   std::vector<float> x(bytes / 4);
-  std::memcpy(x.data(), payload, 4 * x.size());
+  if (!x.empty()) std::memcpy(x.data(), payload, 4 * x.size());
   for (auto& v : x)
     if (!std::isfinite(v) || std::fabs(v) > 1e30f) v = 0.0f;
   std::vector<uint8_t> enc(codec().maxBytes(x.size()));
