@@ -1,6 +1,7 @@
 // int8: blockwise absmax quantisation. Per block of `block` values one f32 scale
-// s = max|x| / 127 and each value rounded to the nearest multiple of s (ties to even), so the
-// error per value is at most s/2 and values on the grid k·s come back exactly.
+// s = max|x| / 127 and each value rounded to the nearest multiple of s (ties to even; computed
+// as x·(127/max)), so the error per value is at most s/2 up to float rounding, and values on
+// the grid k·s come back exactly.
 //
 // Payload (two_phase, exact size 4·ceil(n/block) + n, alignment = block):
 //   f32 scale[ceil(n/block)] (unaligned, little-endian), int8 q[n] in [-127, 127].
@@ -97,10 +98,41 @@ uint32_t decodeGeneric(std::integral_constant<bool, Acc>, const uint8_t* p, size
 #if LC_X86
 LC_AVX2 void encodeAvx2(const float* x, size_t n, size_t block, uint8_t* out) { encodeBlocks(x, n, block, out); }
 
+// dequantise, 32 values per step.
+template <bool Acc>
+LC_AVX2 LC_INLINE uint32_t dequantiseAvx2(const int8_t* q, size_t m, float f, float* out) {
+  const __m256 vf = _mm256_set1_ps(f);
+  __m256i bad = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 32 <= m; i += 32) {
+    simd::prefetchAhead(out + i);
+    simd::prefetchAhead(out + i + 16);
+    const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i));
+    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi8(l, _mm256_set1_epi8(-128)));
+    for (int h = 0; h < 4; ++h) {
+      const __m128i part = h < 2 ? _mm256_castsi256_si128(l) : _mm256_extracti128_si256(l, 1);
+      const __m256i w = _mm256_cvtepi8_epi32(h % 2 ? _mm_srli_si128(part, 8) : part);
+      __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(w), vf);
+      if (Acc) v = _mm256_add_ps(_mm256_loadu_ps(out + i + 8 * h), v);
+      _mm256_storeu_ps(out + i + 8 * h, v);
+    }
+  }
+  return static_cast<uint32_t>(!_mm256_testz_si256(bad, bad)) | dequantise<Acc>(q + i, m - i, f, out + i);
+}
+
 template <bool Acc>
 LC_AVX2 uint32_t decodeAvx2(std::integral_constant<bool, Acc>, const uint8_t* p, size_t n, size_t block, float scale,
                             float* out) {
-  return decodeBlocks<Acc>(p, n, block, scale, out);
+  const size_t blocks = (n + block - 1) / block;
+  const auto* q = reinterpret_cast<const int8_t*>(p + 4 * blocks);
+  uint32_t bad = 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    const size_t begin = b * block, m = n - begin < block ? n - begin : block;
+    float s;
+    std::memcpy(&s, p + 4 * b, 4);
+    bad |= dequantiseAvx2<Acc>(q + begin, m, s * scale, out + begin);
+  }
+  return bad;
 }
 #endif
 

@@ -2,18 +2,20 @@
 // numbers (a probability p is realised as round(p·2^16)/2^16: |bias| <= 2^-17 of a step).
 //
 // qsgd (Alistarh et al.), s = levels in 1..127:
-//   f32 norm = ||x||_2, then per value the signed level sign(x)·l, l = floor(|x|/norm·s + u),
-//   u uniform in [0,1); decoded = norm·sign·l/s. Levels are two's complement: s <= 7 packs two
-//   per byte (value 2k in the low nibble of byte k, 2k+1 in the high one; alignment 2),
-//   else one int8 per value (alignment 1). Size 4 + ceil(n/2) or 4 + n.
+//   f32 norm = ||x||_2, then per value the level l = floor(x/norm·s + u) in [-s, s], u uniform
+//   in [0,1) (distributed as the paper's sign(x)·floor(|x|/norm·s + u)); decoded = norm·l/s.
+//   Levels are two's complement: s <= 7 packs two per byte (value 2k in the low nibble of
+//   byte k, 2k+1 in the high one; alignment 2), else one int8 per value (alignment 1).
+//   Size 4 + ceil(n/2) or 4 + n.
 // terngrad (Wen et al.):
 //   f32 scale = max|x|, then two bit planes of ceil(n/8) bytes: nonzero (P = |x|/scale), and
 //   negative (set only with nonzero). decoded = ±scale or 0. Size 4 + 2·ceil(n/8), alignment 8.
-// u comes from simd::randomBlock(index / 8; key(ctx)): deterministic given the EncodeCtx, independent
-// across steps, chunks and ranks. Non-finite input is refused (DataError); a norm or scale
-// below ~1e-30 is sent as 0. Padding bits are 0.
-// Decode checks the header before writing; qsgd finds a level out of [-s, s] while decoding,
-// so on that DataError out[] may be partly written (terngrad validates its planes first).
+// u of value i comes from simd::randomBlock(i / 8, key(ctx)): deterministic given the EncodeCtx,
+// independent across steps, buckets, chunks and ranks. Non-finite input is refused (DataError).
+// A norm (scale) below ~2e-32, where s·2^16/norm (2^16/scale) overflows, is sent as 0.
+// Padding bits are 0. Decode checks the header before writing; qsgd finds a level outside
+// [-s, s] while decoding, so on that DataError out[] may be partly written (terngrad validates
+// its planes first).
 #include <cfloat>
 #include <cmath>
 #include <type_traits>
@@ -34,12 +36,14 @@ using BoolC = std::integral_constant<bool, B>;
 
 // ---- qsgd
 
-// sign(x)·l, l = floor(a/2^16 + r/2^16) capped at s, a = round(|x|·f16) (f16 = s·2^16/norm):
-// the carry out of the low 16 bits happens with probability exactly (a mod 2^16)/2^16.
+// l = floor((a + r) / 2^16) in [-s, s], a = round(x·f16) (f16 = s·2^16/norm, nearest even, so
+// round(-v) = -round(v)): the carry out of the low 16 bits happens with probability exactly
+// (a mod 2^16)/2^16. Signed rounding has the distribution of sign(x)·floor(|x|/norm·s + u).
 LC_INLINE int32_t qsgdLevel(float x, float f16, int32_t s, uint32_t r) {
-  int32_t l = (simd::roundSmall(std::fabs(x) * f16) + static_cast<int32_t>(r)) >> 16;
+  const int32_t m = simd::roundSmall(std::fabs(x) * f16);
+  int32_t l = ((x < 0 ? -m : m) + static_cast<int32_t>(r)) >> 16;  // arithmetic shift: floor
   l = l > s ? s : l;
-  return x < 0 ? -l : l;
+  return l < -s ? -s : l;
 }
 
 // One RNG segment x[0..n), from element `begin` (a multiple of 8) on; q gets one byte per
@@ -52,7 +56,7 @@ LC_INLINE void qsgdLevels(const float* x, size_t n, float f16, int32_t s, const 
     const size_t e = b * 8, m = n - e < 8 ? n - e : 8;
     int32_t l[8] = {};
     for (size_t j = 0; j < m; ++j) l[j] = qsgdLevel(x[e + j], f16, s, r[j]);
-    if constexpr (Nibble)
+    if constexpr (Nibble)  // an odd m leaves l[m] = 0: the padding nibble
       for (size_t j = 0; j < m; j += 2) q[(e + j) / 2] = static_cast<uint8_t>((l[j] & 15) | (l[j + 1] & 15) << 4);
     else
       for (size_t j = 0; j < m; ++j) q[e + j] = static_cast<uint8_t>(l[j]);
@@ -122,11 +126,13 @@ void ternPlanesGeneric(const float* x, size_t n, float inv16, const RngKey& k, u
   ternPlanes(x, n, inv16, k, nz, neg, 0);
 }
 
+// out[i] = (nz ? s : 0) with neg's sign bit (Acc: +=), branch-free.
 template <bool Acc>
 LC_INLINE void ternValues(const uint8_t* nz, const uint8_t* neg, size_t begin, size_t n, float s, float* out) {
+  const uint32_t sb = simd::floatBits(s);
   for (size_t i = begin; i < n; ++i) {
     const uint32_t z = (nz[i >> 3] >> (i & 7)) & 1, g = (neg[i >> 3] >> (i & 7)) & 1;
-    const float v = z ? (g ? -s : s) : 0.0f;
+    const float v = simd::bitsToFloat((sb & (0u - z)) ^ g << 31);
     out[i] = Acc ? out[i] + v : v;
   }
 }
@@ -137,33 +143,39 @@ void ternValuesGeneric(BoolC<Acc>, const uint8_t* nz, const uint8_t* neg, size_t
 }
 
 #if LC_X86
-// qsgdLevel of x[i..i+8) given their uniforms (same arithmetic, same levels).
-LC_AVX2 LC_INLINE __m256i qsgdLevel8(const float* x, size_t i, __m256 f16, __m256i s, __m256i r) {
-  const __m256 v = _mm256_loadu_ps(x + i);
-  const __m256 a = _mm256_mul_ps(_mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))), f16);
-  const __m256i l = _mm256_min_epi32(_mm256_srai_epi32(_mm256_add_epi32(simd::roundSmall8(a), r), 16), s);
-  return _mm256_sign_epi32(l, _mm256_castps_si256(v));  // x = ±0 has l = 0
+// floor((round(x·f16) + r) / 2^16) of x[i..i+8), not yet clamped: in [-s-1, s+1].
+LC_AVX2 LC_INLINE __m256i qsgdFloor8(const float* x, size_t i, __m256 f16, __m256i r) {
+  const __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), f16));  // nearest even
+  return _mm256_srai_epi32(_mm256_add_epi32(a, r), 16);
 }
 
-// Levels of x[i..i+32) (i a multiple of 8) as 32 int8 in order.
-LC_AVX2 LC_INLINE __m256i qsgdLevel32(const float* x, size_t i, __m256 f16, __m256i s, const simd::RngNi& k) {
+// qsgdLevel of x[i..i+32) (i a multiple of 8) as 32 int8 in order: packed with saturation
+// (s+1 <= 128 becomes at most 127), then clamped to [-s, s] as bytes.
+LC_AVX2 LC_INLINE __m256i qsgdLevel32(const float* x, size_t i, __m256 f16, __m256i s8, const simd::RngNi& k) {
   const uint32_t b = static_cast<uint32_t>(i / 8);
   const __m256i r0 = simd::random8(b, k), r1 = simd::random8(b + 1, k);
   const __m256i r2 = simd::random8(b + 2, k), r3 = simd::random8(b + 3, k);
-  const __m256i p01 = _mm256_packs_epi32(qsgdLevel8(x, i, f16, s, r0), qsgdLevel8(x, i + 8, f16, s, r1));
-  const __m256i p23 = _mm256_packs_epi32(qsgdLevel8(x, i + 16, f16, s, r2), qsgdLevel8(x, i + 24, f16, s, r3));
-  return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  const __m256i p01 = _mm256_packs_epi32(qsgdFloor8(x, i, f16, r0), qsgdFloor8(x, i + 8, f16, r1));
+  const __m256i p23 = _mm256_packs_epi32(qsgdFloor8(x, i + 16, f16, r2), qsgdFloor8(x, i + 24, f16, r3));
+  const __m256i l =
+      _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  return _mm256_max_epi8(_mm256_min_epi8(l, s8), _mm256_sub_epi8(_mm256_setzero_si256(), s8));
 }
 
 template <bool Nibble>
-LC_AVX2 void qsgdLevelsAvx2(BoolC<Nibble>, const float* x, size_t n, float f16, int32_t s, const RngKey& k, uint8_t* q) {
+LC_AVX2 void qsgdLevelsAvx2(BoolC<Nibble>, const float* x, size_t n, float f16, int32_t s, const RngKey& k,
+                            uint8_t* q) {
   const __m256 vf = _mm256_set1_ps(f16);
-  const __m256i vs = _mm256_set1_epi32(s);
+  const __m256i vs = _mm256_set1_epi8(static_cast<char>(s));
   const simd::RngNi kn = simd::loadRng(k);
   size_t i = 0;
   if constexpr (Nibble) {
     const __m256i low = _mm256_set1_epi8(15), weights = _mm256_set1_epi16(0x1001);  // byte pairs (1, 16)
     for (; i + 64 <= n; i += 64) {
+      simd::prefetchAhead(x + i);
+      simd::prefetchAhead(x + i + 16);
+      simd::prefetchAhead(x + i + 32);
+      simd::prefetchAhead(x + i + 48);
       const __m256i a = _mm256_maddubs_epi16(_mm256_and_si256(qsgdLevel32(x, i, vf, vs, kn), low), weights);
       const __m256i b = _mm256_maddubs_epi16(_mm256_and_si256(qsgdLevel32(x, i + 32, vf, vs, kn), low), weights);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i / 2),
@@ -171,6 +183,8 @@ LC_AVX2 void qsgdLevelsAvx2(BoolC<Nibble>, const float* x, size_t n, float f16, 
     }
   } else {
     for (; i + 32 <= n; i += 32) {
+      simd::prefetchAhead(x + i);
+      simd::prefetchAhead(x + i + 16);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), qsgdLevel32(x, i, vf, vs, kn));
     }
   }
@@ -187,12 +201,13 @@ LC_AVX2 LC_INLINE __m256i nibbles32(const uint8_t* q) {
 }
 
 template <bool Nibble, bool Acc>
-LC_AVX2 uint32_t qsgdDecodeAvx2(BoolC<Nibble>, BoolC<Acc>, const uint8_t* q, size_t n, float f, int32_t s,
-                                float* out) {
+LC_AVX2 uint32_t qsgdDecodeAvx2(BoolC<Nibble>, BoolC<Acc>, const uint8_t* q, size_t n, float f, int32_t s, float* out) {
   const __m256 vf = _mm256_set1_ps(f);
   __m256i maxabs = _mm256_setzero_si256();  // unsigned max of |level|; |-128| reads as 128
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    simd::prefetchAhead(out + i);
+    simd::prefetchAhead(out + i + 16);
     const __m256i l = Nibble ? nibbles32(q + i / 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i));
     maxabs = _mm256_max_epu8(maxabs, _mm256_abs_epi8(l));
     for (int h = 0; h < 4; ++h) {
@@ -212,8 +227,8 @@ LC_AVX2 uint32_t qsgdDecodeAvx2(BoolC<Nibble>, BoolC<Acc>, const uint8_t* q, siz
 }
 
 LC_AVX2 LC_INLINE int ternKeep8(__m256 v, __m256 inv16, __m256i r) {
-  const __m256 a = _mm256_mul_ps(_mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))), inv16);
-  return _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(simd::roundSmall8(a), r)));
+  const __m256i a = _mm256_abs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v, inv16)));  // = ternKeep's round
+  return _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(a, r)));
 }
 
 LC_AVX2 void ternPlanesAvx2(const float* x, size_t n, float inv16, const RngKey& k, uint8_t* nz, uint8_t* neg) {
@@ -221,6 +236,7 @@ LC_AVX2 void ternPlanesAvx2(const float* x, size_t n, float inv16, const RngKey&
   const simd::RngNi kn = simd::loadRng(k);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
+    simd::prefetchAhead(x + i);
     const __m256i r0 = simd::random8(static_cast<uint32_t>(i / 8), kn);
     const __m256i r1 = simd::random8(static_cast<uint32_t>(i / 8 + 1), kn);
     const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
@@ -238,6 +254,7 @@ LC_AVX2 void ternValuesAvx2(BoolC<Acc>, const uint8_t* nz, const uint8_t* neg, s
   const __m256 pos = _mm256_set1_ps(s), negv = _mm256_set1_ps(-s), zero = _mm256_setzero_ps();
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
+    simd::prefetchAhead(out + i);
     const __m256 mz = _mm256_castsi256_ps(simd::laneBits(nz[i / 8]));
     const __m256 mg = _mm256_castsi256_ps(simd::laneBits(neg[i / 8]));
     const __m256 v = _mm256_blendv_ps(_mm256_blendv_ps(zero, pos, mz), negv, mg);

@@ -132,6 +132,7 @@ LC_AVX2 void encodeAvx2(KindC<K>, const float* x, size_t n, uint8_t* bits, Stats
   uint64_t negatives = 0;
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
+    simd::prefetchAhead(x + i);
     const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
     const __m256 m0 = _mm256_cmp_ps(v0, zero, _CMP_NGE_UQ), m1 = _mm256_cmp_ps(v1, zero, _CMP_NGE_UQ);
     const uint32_t w = static_cast<uint32_t>(_mm256_movemask_ps(m0) | _mm256_movemask_ps(m1) << 8);
@@ -172,6 +173,8 @@ LC_AVX2 void decodeAvx2(BoolC<Acc>, const uint8_t* bits, size_t n, float pos, fl
   const __m256 vp = _mm256_set1_ps(pos), vn = _mm256_set1_ps(neg);
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    simd::prefetchAhead(out + i);
+    simd::prefetchAhead(out + i + 16);
     uint32_t w;
     std::memcpy(&w, bits + i / 8, 4);
     for (int q = 0; q < 4; ++q) {
@@ -222,9 +225,11 @@ class SignCodec : public Codec {
     if constexpr (K == Kind::scaled) {
       pos = r.getFinite("scale");
       neg = -pos;
+      if (pos < 0) r.fail("negative scale");
     } else if constexpr (K == Kind::onebit) {
       pos = r.getFinite("positive mean");
       neg = r.getFinite("negative mean");
+      if (pos < 0 || neg > 0) r.fail("mean on the wrong side of zero");
     }
     const uint8_t* bits = r.take((n + 7) / 8);
     if (n % 8 && bits[n / 8] >> (n % 8)) r.fail("non-zero padding bits");
@@ -235,7 +240,6 @@ class SignCodec : public Codec {
     else
       LC_DISPATCH(decode, BoolC<false>{}, bits, n, pos, neg, out);
   }
-
 };
 
 }  // namespace
