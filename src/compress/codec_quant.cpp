@@ -1,23 +1,35 @@
 // Stochastic quantisers, unbiased: E[decoded] = x, up to the 2^-16 resolution of the random
 // numbers (a probability p is realised as round(p·2^16)/2^16: |bias| <= 2^-17 of a step).
+// Both scale per block of B = CodecParams::block values (8..2^20): block j holds values
+// [j·B, min(n, (j+1)·B)), nb = ceil(n/B) blocks. One scale for a whole bucket lets the variance
+// grow with n (QSGD's bound min(n/s², √n/s)·||x||² is ~50·||x||² at n ≈ 500K: training
+// diverged), and quantises small-gradient layers against the largest ones; per block the
+// variance is bounded by B.
 //
-// qsgd (Alistarh et al.), s = levels in 1..127:
-//   f32 norm = ||x||_2, then per value the level l = floor(x/norm·s + u) in [-s, s], u uniform
-//   in [0,1) (distributed as the paper's sign(x)·floor(|x|/norm·s + u)); decoded = norm·l/s.
-//   Levels are two's complement: s <= 7 packs two per byte (value 2k in the low nibble of
-//   byte k, 2k+1 in the high one; alignment 2), else one int8 per value (alignment 1).
-//   Size 4 + ceil(n/2) or 4 + n.
-// terngrad (Wen et al.):
-//   f32 scale = max|x|, then two bit planes of ceil(n/8) bytes: nonzero (P = |x|/scale), and
-//   negative (set only with nonzero). decoded = ±scale or 0. Size 4 + 2·ceil(n/8), alignment 8.
+// qsgd (Alistarh et al., with the paper's bucketing), s = levels in 1..127:
+//   f32 norm[nb] (norm_j = ||block j||_2), then per value i of block j the level
+//   l = floor(x/norm_j·s + u) in [-s, s], u uniform in [0,1) (distributed as the paper's
+//   sign(x)·floor(|x|/norm_j·s + u)); decoded = norm_j·l/s. Levels are two's complement, packed
+//   over the whole input regardless of blocks: s <= 7 two per byte (value 2k in the low nibble
+//   of byte k, 2k+1 in the high one), else one int8 per value. Size 4·nb + ceil(n/2) or 4·nb + n;
+//   alignment B (2·B for an odd B with nibbles), so two-phase chunks split at block boundaries.
+// terngrad (Wen et al.; a per-block max does the job of their per-layer scaling and clipping):
+//   f32 scale[nb] (scale_j = max|x| over block j), then two bit planes of ceil(n/8) bytes over
+//   the whole input (value i: bit i%8 of byte i/8): nonzero (P = |x|/scale_j), and negative (set
+//   only with nonzero). decoded = ±scale_j or 0. Size 4·nb + 2·ceil(n/8), alignment lcm(B, 8).
 // u of value i comes from simd::randomBlock(i / 8, key(ctx)): deterministic given the EncodeCtx,
 // independent across steps, buckets, chunks and ranks. Non-finite input is refused (DataError).
 // A norm (scale) below ~2e-32, where s·2^16/norm (2^16/scale) overflows, is sent as 0.
-// Padding bits are 0. Decode checks the header before writing; qsgd finds a level outside
-// [-s, s] while decoding, so on that DataError out[] may be partly written (terngrad validates
-// its planes first).
+// The encoders take one block at a time (its norm, then its levels while it is in cache). Where
+// a block boundary falls inside a byte (B not a multiple of 8, or odd with nibbles) the earlier
+// block leaves the rest of the byte 0 and the later one ors its bits in.
+// Padding bits are 0. Decode checks every scale (finite, >= 0) before writing; qsgd finds a
+// level outside [-s, s] while decoding, so on that DataError out[] may be partly written
+// (terngrad validates its planes first).
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <numeric>
 #include <type_traits>
 
 #include "codecs.h"
@@ -34,6 +46,29 @@ constexpr uint64_t kQsgdSalt = 0x7173676400000001ull, kTernSalt = 0x7465726e0000
 template <bool B>
 using BoolC = std::integral_constant<bool, B>;
 
+constexpr size_t blockCount(size_t n, size_t block) { return (n + block - 1) / block; }
+constexpr size_t roundUp8(size_t i) { return (i + 7) & ~size_t{7}; }
+
+// Per RNG segment [g, g + m) and block j = [b0, b1) meeting it: f(j, b0, b1, g, e0, e1, key),
+// [e0, e1) = the block's part in the segment, relative to g. A block straddling two segments
+// (n > 2^32) gets its scale computed twice, equal.
+template <typename F>
+void forEachBlock(size_t n, size_t block, const EncodeCtx& ctx, uint64_t salt, F&& f) {
+  simd::forEachRngSegment(n, ctx, salt, [&](size_t g, size_t m, const RngKey& k) {
+    for (size_t j = g / block; j * block < g + m; ++j) {
+      const size_t b0 = j * block, b1 = std::min(n, b0 + block);
+      f(j, b0, b1, g, std::max(b0, g) - g, std::min(b1, g + m) - g, k);
+    }
+  });
+}
+
+// The uniforms of RNG block b (simd::randomBlock). The AVX2 kernels use AES-NI for their
+// partial groups too: a block size that is no multiple of the vector width has some per block.
+struct SoftRng {
+  const RngKey& k;
+  LC_INLINE void operator()(uint32_t b, uint16_t r[8]) const { simd::randomBlock(b, k, r); }
+};
+
 // ---- qsgd
 
 // l = floor((a + r) / 2^16) in [-s, s], a = round(x·f16) (f16 = s·2^16/norm, nearest even, so
@@ -46,54 +81,73 @@ LC_INLINE int32_t qsgdLevel(float x, float f16, int32_t s, uint32_t r) {
   return l < -s ? -s : l;
 }
 
-// One RNG segment x[0..n), from element `begin` (a multiple of 8) on; q gets one byte per
-// value, or nibble pairs.
-template <bool Nibble>
-LC_INLINE void qsgdLevels(const float* x, size_t n, float f16, int32_t s, const RngKey& k, uint8_t* q, size_t begin) {
-  for (size_t b = begin / 8; b * 8 < n; ++b) {
+// ||x[0..m)||² of a block: simd::sumSquares for its multiple of 256 values, the rest (blocks of
+// other sizes) here, in 16 double lanes by index mod 16 (sumSquares would add them one by one).
+// Products are exact and the association fixed: the same bits in every build.
+LC_INLINE double squaresRest(const float* x, size_t m) {
+  double acc[16] = {}, sum = 0;
+  size_t i = 0;
+  for (; i + 16 <= m; i += 16) {
+    simd::prefetchAhead(x + i);
+    for (size_t j = 0; j < 16; ++j) acc[j] += static_cast<double>(x[i + j]) * x[i + j];
+  }
+  for (size_t j = 0; i + j < m; ++j) acc[j] += static_cast<double>(x[i + j]) * x[i + j];
+  for (double a : acc) sum += a;
+  return sum;
+}
+
+double squaresRestGeneric(const float* x, size_t m) { return squaresRest(x, m); }
+#if LC_X86
+LC_AVX2 double squaresRestAvx2(const float* x, size_t m) { return squaresRest(x, m); }
+#endif
+
+double sumSquaresBlock(const float* x, size_t m) {
+  const size_t full = m / simd::kSquaresBlock * simd::kSquaresBlock;
+  return simd::sumSquares(x, full) + (m > full ? LC_DISPATCH(squaresRest, x + full, m - full) : 0.0);
+}
+
+// Values [begin, end) of one RNG segment by RNG blocks; q gets one byte per value, or nibble
+// pairs. A block ending inside a byte leaves its other nibble 0 (the padding nibble, or the next
+// block's): a block starting at an odd value ors its first nibble in.
+template <bool Nibble, typename Rng>
+LC_INLINE void qsgdGroups(const float* x, size_t begin, size_t end, float f16, int32_t s, Rng rng, uint8_t* q) {
+  for (size_t b = begin / 8; b * 8 < end; ++b) {
     uint16_t r[8];
-    simd::randomBlock(static_cast<uint32_t>(b), k, r);
-    const size_t e = b * 8, m = n - e < 8 ? n - e : 8;
+    rng(static_cast<uint32_t>(b), r);
+    const size_t e = b * 8, j0 = begin > e ? begin - e : 0, m = end - e < 8 ? end - e : 8;
     int32_t l[8] = {};
-    for (size_t j = 0; j < m; ++j) l[j] = qsgdLevel(x[e + j], f16, s, r[j]);
-    if constexpr (Nibble)  // an odd m leaves l[m] = 0: the padding nibble
-      for (size_t j = 0; j < m; j += 2) q[(e + j) / 2] = static_cast<uint8_t>((l[j] & 15) | (l[j + 1] & 15) << 4);
-    else
-      for (size_t j = 0; j < m; ++j) q[e + j] = static_cast<uint8_t>(l[j]);
+    for (size_t j = j0; j < m; ++j) l[j] = qsgdLevel(x[e + j], f16, s, r[j]);
+    for (size_t j = Nibble ? j0 & 6 : j0; j < m; j += Nibble ? 2 : 1) {
+      const auto v = static_cast<uint8_t>(Nibble ? (l[j] & 15) | (l[j + 1] & 15) << 4 : l[j]);
+      const size_t at = Nibble ? (e + j) / 2 : e + j;
+      q[at] = static_cast<uint8_t>(j < j0 ? q[at] | v : v);
+    }
   }
 }
 
 template <bool Nibble>
-void qsgdLevelsGeneric(BoolC<Nibble>, const float* x, size_t n, float f16, int32_t s, const RngKey& k, uint8_t* q) {
-  qsgdLevels<Nibble>(x, n, f16, s, k, q, 0);
+void qsgdLevelsGeneric(BoolC<Nibble>, const float* x, size_t begin, size_t end, float f16, int32_t s,
+                       const RngKey& k, uint8_t* q) {
+  qsgdGroups<Nibble>(x, begin, end, f16, s, SoftRng{k}, q);
 }
 
-// Writes (Acc: adds) level·f; returns nonzero if a level is outside [-s, s].
+// Writes (Acc: adds) level·f for values [begin, end) of q; nonzero if a level is outside [-s, s].
 template <bool Nibble, bool Acc>
-LC_INLINE uint32_t qsgdDequantise(const uint8_t* q, size_t n, float f, int32_t s, float* out) {
+LC_INLINE uint32_t qsgdDequantise(const uint8_t* q, size_t begin, size_t end, float f, int32_t s, float* out) {
   uint32_t bad = 0;
-  if constexpr (Nibble) {
-    for (size_t j = 0; j < n / 2; ++j) {
-      const int32_t lo = static_cast<int8_t>(q[j] << 4) >> 4, hi = static_cast<int8_t>(q[j]) >> 4;
-      bad |= (lo > s) | (lo < -s) | (hi > s) | (hi < -s);
-      const float a = static_cast<float>(lo) * f, b = static_cast<float>(hi) * f;
-      out[2 * j] = Acc ? out[2 * j] + a : a;
-      out[2 * j + 1] = Acc ? out[2 * j + 1] + b : b;
-    }
-  } else {
-    for (size_t i = 0; i < n; ++i) {
-      const int32_t l = static_cast<int8_t>(q[i]);
-      bad |= (l > s) | (l < -s);
-      const float v = static_cast<float>(l) * f;
-      out[i] = Acc ? out[i] + v : v;
-    }
+  for (size_t i = begin; i < end; ++i) {
+    const int32_t l = Nibble ? static_cast<int8_t>(q[i / 2] << (i % 2 ? 0 : 4)) >> 4 : static_cast<int8_t>(q[i]);
+    bad |= (l > s) | (l < -s);
+    const float v = static_cast<float>(l) * f;
+    out[i] = Acc ? out[i] + v : v;
   }
   return bad;
 }
 
 template <bool Nibble, bool Acc>
-uint32_t qsgdDecodeGeneric(BoolC<Nibble>, BoolC<Acc>, const uint8_t* q, size_t n, float f, int32_t s, float* out) {
-  return qsgdDequantise<Nibble, Acc>(q, n, f, s, out);
+uint32_t qsgdDecodeGeneric(BoolC<Nibble>, BoolC<Acc>, const uint8_t* q, size_t begin, size_t end, float f, int32_t s,
+                           float* out) {
+  return qsgdDequantise<Nibble, Acc>(q, begin, end, f, s, out);
 }
 
 // ---- terngrad
@@ -103,27 +157,29 @@ LC_INLINE uint32_t ternKeep(float x, float inv16, uint32_t r) {
   return static_cast<int32_t>(r) < simd::roundSmall(std::fabs(x) * inv16);
 }
 
-// Bytes b0.. of both planes (byte b: elements 8b..8b+7, RNG block b), one RNG segment x[0..n).
-LC_INLINE void ternPlanes(const float* x, size_t n, float inv16, const RngKey& k, uint8_t* nz, uint8_t* neg,
-                          size_t b0) {
-  for (size_t b = b0; b * 8 < n; ++b) {
+// Both planes for values [begin, end) of one RNG segment (byte b: values 8b..8b+7, RNG block
+// b). Bits past a block's end are left 0; a block starting inside a byte ors its bits in.
+template <typename Rng>
+LC_INLINE void ternGroups(const float* x, size_t begin, size_t end, float inv16, Rng rng, uint8_t* nz, uint8_t* neg) {
+  for (size_t b = begin / 8; b * 8 < end; ++b) {
     uint16_t r[8];
-    simd::randomBlock(static_cast<uint32_t>(b), k, r);
-    const size_t m = n - b * 8 < 8 ? n - b * 8 : 8;
+    rng(static_cast<uint32_t>(b), r);
+    const size_t j0 = begin > b * 8 ? begin - b * 8 : 0, m = end - b * 8 < 8 ? end - b * 8 : 8;
     uint32_t z = 0, g = 0;
-    for (size_t j = 0; j < m; ++j) {
+    for (size_t j = j0; j < m; ++j) {
       const float v = x[b * 8 + j];
       const uint32_t keep = ternKeep(v, inv16, r[j]);
       z |= keep << j;
       g |= (keep & (v < 0)) << j;
     }
-    nz[b] = static_cast<uint8_t>(z);
-    neg[b] = static_cast<uint8_t>(g);
+    nz[b] = static_cast<uint8_t>(j0 ? nz[b] | z : z);
+    neg[b] = static_cast<uint8_t>(j0 ? neg[b] | g : g);
   }
 }
 
-void ternPlanesGeneric(const float* x, size_t n, float inv16, const RngKey& k, uint8_t* nz, uint8_t* neg) {
-  ternPlanes(x, n, inv16, k, nz, neg, 0);
+void ternPlanesGeneric(const float* x, size_t begin, size_t end, float inv16, const RngKey& k, uint8_t* nz,
+                       uint8_t* neg) {
+  ternGroups(x, begin, end, inv16, SoftRng{k}, nz, neg);
 }
 
 // out[i] = (nz ? s : 0) with neg's sign bit (Acc: +=), branch-free.
@@ -138,11 +194,21 @@ LC_INLINE void ternValues(const uint8_t* nz, const uint8_t* neg, size_t begin, s
 }
 
 template <bool Acc>
-void ternValuesGeneric(BoolC<Acc>, const uint8_t* nz, const uint8_t* neg, size_t n, float s, float* out) {
-  ternValues<Acc>(nz, neg, 0, n, s, out);
+void ternValuesGeneric(BoolC<Acc>, const uint8_t* nz, const uint8_t* neg, size_t begin, size_t end, float s,
+                       float* out) {
+  ternValues<Acc>(nz, neg, begin, end, s, out);
 }
 
 #if LC_X86
+// Not always_inline: the portable group loops that call it are compiled without AVX2 (once
+// inlined into an AVX2 kernel, the compiler may inline this too).
+struct NiRng {
+  const simd::RngNi& k;
+  LC_AVX2 void operator()(uint32_t b, uint16_t r[8]) const {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(r), simd::randomBlockNi(b, k));
+  }
+};
+
 // floor((round(x·f16) + r) / 2^16) of x[i..i+8), not yet clamped: in [-s-1, s+1].
 LC_AVX2 LC_INLINE __m256i qsgdFloor8(const float* x, size_t i, __m256 f16, __m256i r) {
   const __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), f16));  // nearest even
@@ -163,15 +229,16 @@ LC_AVX2 LC_INLINE __m256i qsgdLevel32(const float* x, size_t i, __m256 f16, __m2
 }
 
 template <bool Nibble>
-LC_AVX2 void qsgdLevelsAvx2(BoolC<Nibble>, const float* x, size_t n, float f16, int32_t s, const RngKey& k,
-                            uint8_t* q) {
+LC_AVX2 void qsgdLevelsAvx2(BoolC<Nibble>, const float* x, size_t begin, size_t end, float f16, int32_t s,
+                            const RngKey& k, uint8_t* q) {
   const __m256 vf = _mm256_set1_ps(f16);
   const __m256i vs = _mm256_set1_epi8(static_cast<char>(s));
   const simd::RngNi kn = simd::loadRng(k);
-  size_t i = 0;
+  size_t i = std::min(end, roundUp8(begin));
+  qsgdGroups<Nibble>(x, begin, i, f16, s, NiRng{kn}, q);  // a block starting inside an RNG block
   if constexpr (Nibble) {
     const __m256i low = _mm256_set1_epi8(15), weights = _mm256_set1_epi16(0x1001);  // byte pairs (1, 16)
-    for (; i + 64 <= n; i += 64) {
+    for (; i + 64 <= end; i += 64) {
       simd::prefetchAhead(x + i);
       simd::prefetchAhead(x + i + 16);
       simd::prefetchAhead(x + i + 32);
@@ -182,13 +249,13 @@ LC_AVX2 void qsgdLevelsAvx2(BoolC<Nibble>, const float* x, size_t n, float f16, 
                           _mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), 0xd8));
     }
   } else {
-    for (; i + 32 <= n; i += 32) {
+    for (; i + 32 <= end; i += 32) {
       simd::prefetchAhead(x + i);
       simd::prefetchAhead(x + i + 16);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), qsgdLevel32(x, i, vf, vs, kn));
     }
   }
-  qsgdLevels<Nibble>(x, n, f16, s, k, q, i);
+  qsgdGroups<Nibble>(x, i, end, f16, s, NiRng{kn}, q);
 }
 
 // 32 nibble levels of q[0..16) as int8 in order.
@@ -201,11 +268,13 @@ LC_AVX2 LC_INLINE __m256i nibbles32(const uint8_t* q) {
 }
 
 template <bool Nibble, bool Acc>
-LC_AVX2 uint32_t qsgdDecodeAvx2(BoolC<Nibble>, BoolC<Acc>, const uint8_t* q, size_t n, float f, int32_t s, float* out) {
+LC_AVX2 uint32_t qsgdDecodeAvx2(BoolC<Nibble>, BoolC<Acc>, const uint8_t* q, size_t begin, size_t end, float f,
+                                int32_t s, float* out) {
   const __m256 vf = _mm256_set1_ps(f);
   __m256i maxabs = _mm256_setzero_si256();  // unsigned max of |level|; |-128| reads as 128
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
+  size_t i = Nibble ? std::min(end, begin + begin % 2) : begin;  // whole bytes of nibbles from here
+  uint32_t bad = qsgdDequantise<Nibble, Acc>(q, begin, i, f, s, out);
+  for (; i + 32 <= end; i += 32) {
     simd::prefetchAhead(out + i);
     simd::prefetchAhead(out + i + 16);
     const __m256i l = Nibble ? nibbles32(q + i / 2) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i));
@@ -218,12 +287,9 @@ LC_AVX2 uint32_t qsgdDecodeAvx2(BoolC<Nibble>, BoolC<Acc>, const uint8_t* q, siz
       _mm256_storeu_ps(out + i + 8 * h, v);
     }
   }
-  alignas(32) uint8_t m[32];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(m), maxabs);
-  uint32_t bad = 0;
-  for (int j = 0; j < 32; ++j) bad |= m[j] > s;
-  const size_t done = Nibble ? i / 2 : i;  // payload bytes consumed
-  return bad | qsgdDequantise<Nibble, Acc>(q + done, n - i, f, s, out + i);
+  const __m256i vs = _mm256_set1_epi8(static_cast<char>(s));  // max(maxabs, s) == s: all within
+  bad |= _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu8(maxabs, vs), vs)) != -1;
+  return bad | qsgdDequantise<Nibble, Acc>(q, i, end, f, s, out);
 }
 
 LC_AVX2 LC_INLINE int ternKeep8(__m256 v, __m256 inv16, __m256i r) {
@@ -231,11 +297,13 @@ LC_AVX2 LC_INLINE int ternKeep8(__m256 v, __m256 inv16, __m256i r) {
   return _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(a, r)));
 }
 
-LC_AVX2 void ternPlanesAvx2(const float* x, size_t n, float inv16, const RngKey& k, uint8_t* nz, uint8_t* neg) {
+LC_AVX2 void ternPlanesAvx2(const float* x, size_t begin, size_t end, float inv16, const RngKey& k, uint8_t* nz,
+                            uint8_t* neg) {
   const __m256 vi = _mm256_set1_ps(inv16);
   const simd::RngNi kn = simd::loadRng(k);
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
+  size_t i = std::min(end, roundUp8(begin));
+  ternGroups(x, begin, i, inv16, NiRng{kn}, nz, neg);  // a block starting inside a byte
+  for (; i + 16 <= end; i += 16) {
     simd::prefetchAhead(x + i);
     const __m256i r0 = simd::random8(static_cast<uint32_t>(i / 8), kn);
     const __m256i r1 = simd::random8(static_cast<uint32_t>(i / 8 + 1), kn);
@@ -246,47 +314,101 @@ LC_AVX2 void ternPlanesAvx2(const float* x, size_t n, float inv16, const RngKey&
     std::memcpy(nz + i / 8, &z16, 2);
     std::memcpy(neg + i / 8, &g16, 2);
   }
-  ternPlanes(x, n, inv16, k, nz, neg, i / 8);
+  ternGroups(x, i, end, inv16, NiRng{kn}, nz, neg);
 }
 
 template <bool Acc>
-LC_AVX2 void ternValuesAvx2(BoolC<Acc>, const uint8_t* nz, const uint8_t* neg, size_t n, float s, float* out) {
+LC_AVX2 void ternValuesAvx2(BoolC<Acc>, const uint8_t* nz, const uint8_t* neg, size_t begin, size_t end, float s,
+                            float* out) {
   const __m256 pos = _mm256_set1_ps(s), negv = _mm256_set1_ps(-s), zero = _mm256_setzero_ps();
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
+  size_t i = std::min(end, roundUp8(begin));
+  ternValues<Acc>(nz, neg, begin, i, s, out);
+  for (; i + 8 <= end; i += 8) {
     simd::prefetchAhead(out + i);
     const __m256 mz = _mm256_castsi256_ps(simd::laneBits(nz[i / 8]));
     const __m256 mg = _mm256_castsi256_ps(simd::laneBits(neg[i / 8]));
     const __m256 v = _mm256_blendv_ps(_mm256_blendv_ps(zero, pos, mz), negv, mg);
     _mm256_storeu_ps(out + i, Acc ? _mm256_add_ps(_mm256_loadu_ps(out + i), v) : v);
   }
-  ternValues<Acc>(nz, neg, i, n, s, out);
+  ternValues<Acc>(nz, neg, i, end, s, out);
 }
 #endif
 
+// ---- drivers: per block its scale, then the kernel
+
+template <bool Nibble>
+void qsgdEncode(const float* x, size_t n, size_t block, int32_t s, const EncodeCtx& ctx, uint8_t* out) {
+  uint8_t* q = out + 4 * blockCount(n, block);
+  forEachBlock(n, block, ctx, kQsgdSalt, [&](size_t j, size_t b0, size_t b1, size_t g, size_t e0, size_t e1,
+                                             const RngKey& k) {
+    float norm = static_cast<float>(std::sqrt(sumSquaresBlock(x + b0, b1 - b0)));
+    if (!std::isfinite(norm)) simd::throwNonFinite("qsgd");  // or the norm exceeds FLT_MAX
+    float f16 = norm > 0 ? static_cast<float>(s) * 65536.0f / norm : 0.0f;
+    if (!(f16 <= FLT_MAX)) norm = f16 = 0.0f;
+    std::memcpy(out + 4 * j, &norm, 4);
+    LC_DISPATCH(qsgdLevels, BoolC<Nibble>{}, x + g, e0, e1, f16, s, k, q + (Nibble ? g / 2 : g));
+  });
+}
+
+// Returns nonzero if a level is outside [-s, s].
+template <bool Nibble, bool Acc>
+uint32_t qsgdDecodeBlocks(const uint8_t* p, size_t n, size_t block, int32_t s, float scale, float* out) {
+  const size_t nb = blockCount(n, block);
+  const uint8_t* q = p + 4 * nb;
+  uint32_t bad = 0;
+  for (size_t j = 0; j < nb; ++j) {
+    float norm;
+    std::memcpy(&norm, p + 4 * j, 4);
+    const float f = norm / static_cast<float>(s) * scale;
+    bad |= LC_DISPATCH(qsgdDecode, BoolC<Nibble>{}, BoolC<Acc>{}, q, j * block, std::min(n, (j + 1) * block), f, s,
+                       out);
+  }
+  return bad;
+}
+
+void ternEncode(const float* x, size_t n, size_t block, const EncodeCtx& ctx, uint8_t* out) {
+  uint8_t* nz = out + 4 * blockCount(n, block);
+  uint8_t* neg = nz + (n + 7) / 8;
+  forEachBlock(n, block, ctx, kTernSalt, [&](size_t j, size_t b0, size_t b1, size_t g, size_t e0, size_t e1,
+                                             const RngKey& k) {
+    const uint32_t mbits = simd::maxAbsBits(x + b0, b1 - b0);
+    if (mbits >= 0x7f800000u) simd::throwNonFinite("terngrad");
+    float scale = simd::bitsToFloat(mbits);
+    float inv16 = scale > 0 ? 65536.0f / scale : 0.0f;
+    if (!(inv16 <= FLT_MAX)) scale = inv16 = 0.0f;
+    std::memcpy(out + 4 * j, &scale, 4);
+    LC_DISPATCH(ternPlanes, x + g, e0, e1, inv16, k, nz + g / 8, neg + g / 8);
+  });
+}
+
+template <bool Acc>
+void ternDecodeBlocks(const uint8_t* p, size_t n, size_t block, float scale, float* out) {
+  const size_t nb = blockCount(n, block);
+  const uint8_t* nz = p + 4 * nb;
+  const uint8_t* neg = nz + (n + 7) / 8;
+  for (size_t j = 0; j < nb; ++j) {
+    float s;
+    std::memcpy(&s, p + 4 * j, 4);
+    LC_DISPATCH(ternValues, BoolC<Acc>{}, nz, neg, j * block, std::min(n, (j + 1) * block), s * scale, out);
+  }
+}
+
+// Reads the nb block scales; DataError unless each is finite and >= 0.
+void checkScales(PayloadReader& r, size_t nb, const char* what) {
+  for (size_t j = 0; j < nb; ++j)
+    if (r.getFinite(what) < 0) r.fail(std::string("negative ") + what);
+}
+
 class QsgdCodec : public Codec {
  public:
-  explicit QsgdCodec(int32_t s) : s_(s) {}
+  QsgdCodec(int32_t s, size_t block) : s_(s), block_(block) {}
   std::string name() const override { return "qsgd"; }
   Combine combine() const override { return Combine::two_phase; }
-  size_t maxBytes(size_t n) const override { return 4 + (nibble() ? (n + 1) / 2 : n); }
-  size_t alignment() const override { return nibble() ? 2 : 1; }
+  size_t maxBytes(size_t n) const override { return 4 * blockCount(n, block_) + (nibble() ? (n + 1) / 2 : n); }
+  size_t alignment() const override { return nibble() && block_ % 2 ? 2 * block_ : block_; }
 
   size_t encode(const float* x, size_t n, uint8_t* out, const EncodeCtx& ctx) const override {
-    const double norm2 = simd::sumSquares(x, n);
-    float norm = static_cast<float>(std::sqrt(norm2));
-    if (!std::isfinite(norm)) simd::throwNonFinite("qsgd");  // or the norm exceeds FLT_MAX
-    float f16 = norm > 0 ? static_cast<float>(s_) * 65536.0f / norm : 0.0f;
-    if (!(f16 <= FLT_MAX)) norm = f16 = 0.0f;
-    std::memcpy(out, &norm, 4);
-    uint8_t* q = out + 4;
-    simd::forEachRngSegment(n, ctx, kQsgdSalt, [&](size_t b, size_t m, const RngKey& k) {
-      uint8_t* qb = q + (nibble() ? b / 2 : b);
-      if (nibble())
-        LC_DISPATCH(qsgdLevels, BoolC<true>{}, x + b, m, f16, s_, k, qb);
-      else
-        LC_DISPATCH(qsgdLevels, BoolC<false>{}, x + b, m, f16, s_, k, qb);
-    });
+    (nibble() ? qsgdEncode<true> : qsgdEncode<false>)(x, n, block_, s_, ctx, out);
     return maxBytes(n);
   }
 
@@ -294,50 +416,31 @@ class QsgdCodec : public Codec {
               const EncodeCtx&) const override {
     expectSize("qsgd", bytes, maxBytes(n));
     PayloadReader r(p, bytes, "qsgd");
-    const float norm = r.getFinite("norm");
-    if (norm < 0) r.fail("negative norm");
-    const uint8_t* q = r.take(bytes - 4);
+    checkScales(r, blockCount(n, block_), "block norm");
+    const uint8_t* q = r.take(r.remaining());
     if (nibble() && n % 2 && q[n / 2] >> 4) r.fail("non-zero padding nibble");
-    const float f = norm / static_cast<float>(s_) * scale;
-    uint32_t bad;
-    if (nibble())
-      bad = accumulate ? LC_DISPATCH(qsgdDecode, BoolC<true>{}, BoolC<true>{}, q, n, f, s_, out)
-                       : LC_DISPATCH(qsgdDecode, BoolC<true>{}, BoolC<false>{}, q, n, f, s_, out);
-    else
-      bad = accumulate ? LC_DISPATCH(qsgdDecode, BoolC<false>{}, BoolC<true>{}, q, n, f, s_, out)
-                       : LC_DISPATCH(qsgdDecode, BoolC<false>{}, BoolC<false>{}, q, n, f, s_, out);
-    if (nibble() && n % 2) {  // the odd last value, past the pairs
-      const int32_t l = static_cast<int8_t>(q[n / 2] << 4) >> 4;
-      bad |= (l > s_) | (l < -s_);
-      const float v = static_cast<float>(l) * f;
-      out[n - 1] = accumulate ? out[n - 1] + v : v;
-    }
-    if (bad) r.fail("level outside [-" + std::to_string(s_) + ", " + std::to_string(s_) + "]");
+    const auto blocks = nibble() ? (accumulate ? qsgdDecodeBlocks<true, true> : qsgdDecodeBlocks<true, false>)
+                                 : (accumulate ? qsgdDecodeBlocks<false, true> : qsgdDecodeBlocks<false, false>);
+    if (blocks(p, n, block_, s_, scale, out))
+      r.fail("level outside [-" + std::to_string(s_) + ", " + std::to_string(s_) + "]");
   }
 
  private:
   bool nibble() const { return s_ <= 7; }
   int32_t s_;
+  size_t block_;
 };
 
 class TernGradCodec : public Codec {
  public:
+  explicit TernGradCodec(size_t block) : block_(block) {}
   std::string name() const override { return "terngrad"; }
   Combine combine() const override { return Combine::two_phase; }
-  size_t maxBytes(size_t n) const override { return 4 + 2 * ((n + 7) / 8); }
-  size_t alignment() const override { return 8; }
+  size_t maxBytes(size_t n) const override { return 4 * blockCount(n, block_) + 2 * ((n + 7) / 8); }
+  size_t alignment() const override { return block_ / std::gcd(block_, size_t{8}) * 8; }  // lcm(block, 8)
 
   size_t encode(const float* x, size_t n, uint8_t* out, const EncodeCtx& ctx) const override {
-    const uint32_t mbits = simd::maxAbsBits(x, n);
-    if (mbits >= 0x7f800000u) simd::throwNonFinite("terngrad");
-    float scale = simd::bitsToFloat(mbits);
-    float inv16 = scale > 0 ? 65536.0f / scale : 0.0f;
-    if (!(inv16 <= FLT_MAX)) scale = inv16 = 0.0f;
-    std::memcpy(out, &scale, 4);
-    const size_t planeBytes = (n + 7) / 8;
-    simd::forEachRngSegment(n, ctx, kTernSalt, [&](size_t b, size_t m, const RngKey& k) {
-      LC_DISPATCH(ternPlanes, x + b, m, inv16, k, out + 4 + b / 8, out + 4 + planeBytes + b / 8);
-    });
+    ternEncode(x, n, block_, ctx, out);
     return maxBytes(n);
   }
 
@@ -345,8 +448,7 @@ class TernGradCodec : public Codec {
               const EncodeCtx&) const override {
     expectSize("terngrad", bytes, maxBytes(n));
     PayloadReader r(p, bytes, "terngrad");
-    const float s = r.getFinite("scale");
-    if (s < 0) r.fail("negative scale");
+    checkScales(r, blockCount(n, block_), "block scale");
     const size_t planeBytes = (n + 7) / 8;
     const uint8_t* nz = r.take(planeBytes);
     const uint8_t* neg = r.take(planeBytes);
@@ -354,21 +456,30 @@ class TernGradCodec : public Codec {
     for (size_t b = 0; b < planeBytes; ++b) bad |= neg[b] & ~nz[b];
     if (bad) r.fail("negative bit without nonzero bit");
     if (n % 8 && nz[n / 8] >> (n % 8)) r.fail("non-zero padding bits");
-    if (accumulate)
-      LC_DISPATCH(ternValues, BoolC<true>{}, nz, neg, n, s * scale, out);
-    else
-      LC_DISPATCH(ternValues, BoolC<false>{}, nz, neg, n, s * scale, out);
+    (accumulate ? ternDecodeBlocks<true> : ternDecodeBlocks<false>)(p, n, block_, scale, out);
   }
+
+ private:
+  size_t block_;
 };
+
+size_t checkedBlock(const char* codec, const CodecParams& p) {
+  if (p.block < 8 || p.block > (int64_t{1} << 20))
+    throw ConfigError(std::string("codec ") + codec + ": block = " + std::to_string(p.block) +
+                      " out of range [8, 1048576]");
+  return static_cast<size_t>(p.block);
+}
 
 }  // namespace
 
 std::unique_ptr<Codec> makeQsgdCodec(const CodecParams& p) {
   if (p.levels < 1 || p.levels > 127)
     throw ConfigError("codec qsgd: levels = " + std::to_string(p.levels) + " out of range [1, 127]");
-  return std::make_unique<QsgdCodec>(static_cast<int32_t>(p.levels));
+  return std::make_unique<QsgdCodec>(static_cast<int32_t>(p.levels), checkedBlock("qsgd", p));
 }
 
-std::unique_ptr<Codec> makeTernGradCodec() { return std::make_unique<TernGradCodec>(); }
+std::unique_ptr<Codec> makeTernGradCodec(const CodecParams& p) {
+  return std::make_unique<TernGradCodec>(checkedBlock("terngrad", p));
+}
 
 }  // namespace lowcomm::compress

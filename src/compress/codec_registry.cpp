@@ -15,7 +15,7 @@ const std::map<std::string, Factory>& registry() {
       {"bf16", [](const CodecParams&) { return makeBf16Codec(); }},
       {"int8", makeInt8Codec},
       {"qsgd", makeQsgdCodec},
-      {"terngrad", [](const CodecParams&) { return makeTernGradCodec(); }},
+      {"terngrad", makeTernGradCodec},
       {"sign", [](const CodecParams&) { return makeSignCodec(); }},
       {"scaled_sign", [](const CodecParams&) { return makeScaledSignCodec(); }},
       {"onebit", [](const CodecParams&) { return makeOneBitCodec(); }},

@@ -11,7 +11,7 @@ std::unique_ptr<Codec> makeFp16Codec();
 std::unique_ptr<Codec> makeBf16Codec();
 std::unique_ptr<Codec> makeInt8Codec(const CodecParams& p);
 std::unique_ptr<Codec> makeQsgdCodec(const CodecParams& p);
-std::unique_ptr<Codec> makeTernGradCodec();
+std::unique_ptr<Codec> makeTernGradCodec(const CodecParams& p);
 std::unique_ptr<Codec> makeSignCodec();         // ±1 per value (signSGD, majority vote in two phases)
 std::unique_ptr<Codec> makeScaledSignCodec();   // mean|x| · sign(x) (EF-signSGD)
 std::unique_ptr<Codec> makeOneBitCodec();       // sign bit + mean of positives / of negatives (1-bit SGD)

@@ -44,7 +44,7 @@ struct CodecParams {
   double ratio = 0.01;        // topk, randomk, dgc: fraction of values kept
   int64_t levels = 16;        // qsgd: quantisation levels s (1..127)
   double threshold = 1e-3;    // threshold: keep |x| > threshold
-  int64_t block = 256;        // int8: values per scale
+  int64_t block = 256;        // int8, qsgd, terngrad: values per scale
   double sample_ratio = 0.01; // dgc: fraction sampled to estimate the top-k threshold
   bool unbiased = true;       // randomk: scale kept values by n/k (off under error feedback)
 };
