@@ -26,6 +26,33 @@ TEST(Traffic, RingAllreduceSends2NMinus1OverNPerRank) {
   }
 }
 
+// Shared memory counts what crosses process boundaries: the part of our slot the other ranks
+// reduce plus our result share that n-1 ranks copy out, the same 2(n-1)/n of the buffer as a ring.
+TEST(Traffic, SharedMemoryAllreduceCountsLikeARing) {
+  for (int n : {2, 3, 4}) {
+    CommOptions o;
+    o.shm = ShmMode::on;
+    o.shm_piece_bytes = 64 << 10;
+    auto comms = test::makeComms(n, o);
+    const size_t count = 12 * 4096;  // divisible by every n here; three pieces
+    test::onRanks(n, [&](int r) {
+      std::vector<float> x(count, 1.f);
+      comms[r]->allreduce(x.data(), 1, DType::f32, ReduceOp::sum, Algo::shm);  // first use sets up the segment
+      comms[r]->barrier();
+      comms[r]->meter().reset();
+      comms[r]->allreduce(x.data(), count, DType::f32, ReduceOp::sum, Algo::shm);
+    });
+    // Shares of a piece differ by at most one value between ranks; the total is exact.
+    uint64_t total = 0;
+    for (int r = 0; r < n; ++r) {
+      const uint64_t s = comms[r]->meter().snapshot().total.bytes_sent;
+      total += s;
+      EXPECT_NEAR(double(s), 2.0 * (n - 1) * count * 4 / n, 3.0 * (n - 2) * 4) << "n " << n;
+    }
+    EXPECT_EQ(total, 2ull * (n - 1) * count * 4) << "n " << n;
+  }
+}
+
 TEST(Traffic, HalvingDoublingPowerOfTwoMatchesRingVolume) {
   const int n = 4;
   auto comms = test::makeComms(n);

@@ -291,3 +291,26 @@ TEST(CodecCompressor, TwoPhaseResidualsOnWorkerAndOwner) {
     EXPECT_EQ(server.size(), e_end - b);  // the owner's residual covers its chunk
   });
 }
+
+// What goes over the wire: two-phase codecs send (W−1) chunk payloads in each phase, sparse
+// ones their payload to each of the W−1 others (ring allgather) plus the sizes.
+TEST(CodecCompressor, WireBytesMatchThePathsCost) {
+  for (int W : {2, 4}) {
+    auto comms = test::makeComms(W);
+    CompressConfig cfg;
+    const size_t n = 1 << 16;
+    std::vector<uint64_t> sent(W), slot(W);
+    test::onRanks(W, [&](int r) {
+      auto c = makeCodecCompressor(cfg, "int8", "none");
+      auto x = input(r, n);
+      BucketView b{0, x.data(), n, {{"w", {256, 256}, 0, n}}};
+      const auto before = comms[r]->meter().snapshot().total.bytes_sent;
+      c->reduce(*comms[r], b);
+      sent[r] = comms[r]->meter().snapshot().total.bytes_sent - before;
+      auto codec = makeCodec("int8", {});
+      const auto [b0, e0] = chunkRange(n, W, codec->alignment(), 0);
+      slot[r] = codec->maxBytes(e0 - b0);
+    });
+    for (int r = 0; r < W; ++r) EXPECT_EQ(sent[r], 2 * (W - 1) * slot[r]) << "W=" << W << " rank " << r;
+  }
+}

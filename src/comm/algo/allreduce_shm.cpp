@@ -34,7 +34,7 @@ void allreduceShm(ShmDomain& d, char* buf, size_t count, DType dt, ReduceOp op, 
     d.done(epoch);
     d.waitDone(epoch, deadline, "allreduce");
     std::memcpy(buf + off * es, d.result(epoch), len * es);
-    crossed += (len - sl + static_cast<uint64_t>(n - 2) * sl) * es;
+    crossed += (len - sl + static_cast<uint64_t>(n - 1) * sl) * es;  // slot minus own share, share to n-1
   }
   meter.recordSend("allreduce", phase, crossed);
   meter.recordRecv("allreduce", phase, crossed);
