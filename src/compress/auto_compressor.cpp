@@ -22,6 +22,7 @@ class AutoCompressor : public Compressor {
       if (c == "auto" || c == "none") throw ConfigError("compress.auto_candidates: '" + c + "' cannot be a candidate");
       CompressConfig sub = cfg;
       sub.codec = c;
+      sub.start_step = 0;  // PowerSGD's plain-allreduce warm-up would be timed instead of PowerSGD
       options_.push_back(makeCompressor(sub));
       names_.push_back(c);
     }
@@ -35,6 +36,7 @@ class AutoCompressor : public Compressor {
     if (st.steps_since == cfg_.auto_recheck_every && cfg_.auto_recheck_every > 0) {
       st.trial = 0;
       st.steps_since = 0;
+      st.time.assign(options_.size(), 0.0);  // a recheck measures afresh
     }
     if (st.trial < trials) {
       const size_t c = static_cast<size_t>(st.trial / cfg_.auto_trial_steps);
@@ -82,6 +84,9 @@ class AutoCompressor : public Compressor {
       putState(s, "auto.time." + std::to_string(index), st.time);
     }
     putState(s, "auto.buckets", v);
+    std::string names;
+    for (const auto& n : names_) names += n + ",";
+    putState(s, "auto.options", std::vector<char>(names.begin(), names.end()));
     for (size_t i = 0; i < options_.size(); ++i) {
       StateMap sub;
       options_[i]->save(sub);
@@ -91,6 +96,12 @@ class AutoCompressor : public Compressor {
 
   void load(const StateMap& s) override {
     buckets_.clear();
+    std::vector<char> saved;
+    std::string names;
+    for (const auto& n : names_) names += n + ",";
+    if (getState(s, "auto.options", saved) && std::string(saved.begin(), saved.end()) != names)
+      throw DataError("compressor state 'auto.options' is for the candidates " + std::string(saved.begin(), saved.end()) +
+                      " but this run has " + names);
     std::vector<int64_t> v;
     if (getState(s, "auto.buckets", v)) {
       if (v.size() % 4) throw DataError("compressor state 'auto.buckets' has a bad size");
@@ -101,6 +112,9 @@ class AutoCompressor : public Compressor {
         st.steps_since = v[i + 3];
         if (st.choice >= options_.size()) throw DataError("compressor state 'auto.buckets' names an unknown choice");
         getState(s, "auto.time." + std::to_string(v[i]), st.time);
+        if (!st.time.empty() && st.time.size() != options_.size())
+          throw DataError("compressor state 'auto.time." + std::to_string(v[i]) + "' has " +
+                          std::to_string(st.time.size()) + " times for " + std::to_string(options_.size()) + " options");
       }
     }
     for (size_t i = 0; i < options_.size(); ++i) {

@@ -1,5 +1,7 @@
 #include "lowcomm/parallel/compress_hook.h"
 
+#include <cstring>
+
 #include "lowcomm/base/error.h"
 
 namespace lowcomm::parallel {

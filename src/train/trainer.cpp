@@ -25,12 +25,20 @@ namespace {
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Keys a resumed run must share with the run that wrote the checkpoint.
+// Compressor state only fits the compressor that wrote it (codec, memory, auto candidates).
+std::string compressKey(const compress::CompressConfig& z) {
+  std::string k = z.codec + "/" + z.memory;
+  if (z.codec == "auto")
+    for (const auto& c : z.auto_candidates) k += "/" + c;
+  return k == "none/default" ? "" : k;  // checkpoints from before [compress] existed stay valid
+}
+
 uint64_t resumeHash(const TrainConfig& c, int world) {
   const std::string key = c.model.name + "|" + std::to_string(c.model.vit_patch) + "|" +
                           std::to_string(c.model.vit_depth) + "|" + c.data.dataset + "|" +
                           std::to_string(c.data.batch_size) + "|" + std::to_string(c.data.train_limit) + "|" +
                           std::to_string(c.strategy.accumulation) + "|" + c.optimizer.name + "|" +
-                          std::to_string(c.seed) + "|" + std::to_string(world);
+                          std::to_string(c.seed) + "|" + std::to_string(world) + "|" + compressKey(c.compress);
   uint64_t h = 1469598103934665603ull;
   for (char ch : key) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
   return h >> 1;  // stored as int64
@@ -157,7 +165,7 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
     const uint64_t want = state.config_hash;
     state = loadCheckpoint(file, *model, *optimizer, ddp.hook());
     if (state.config_hash != want)
-      throw ConfigError("--resume: '" + file + "' was written with a different model, data, batch, seed or world size");
+      throw ConfigError("--resume: '" + file + "' was written with a different model, data, batch, seed, world size or compress codec");
     loader.seek(state.position);
   } else {
     loader.startEpoch(0);

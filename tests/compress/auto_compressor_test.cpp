@@ -97,4 +97,8 @@ TEST(AutoCompressor, StateSurvivesSaveAndLoad) {
   auto b = makeCompressor(cfg);
   b->load(st);
   EXPECT_EQ(run(*a, 3), run(*b, 3));
+  // State written for other candidates does not fit: a clear error, not a wrong choice.
+  cfg.auto_candidates = {"bf16", "topk"};
+  auto c = makeCompressor(cfg);
+  EXPECT_THROW(c->load(st), DataError);
 }
