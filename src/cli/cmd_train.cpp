@@ -37,6 +37,17 @@ void printSummary(const nlohmann::json& s) {
   std::printf("  %-22s %.1f MB total, %.1f MB per rank\n", "bytes sent", s["bytes_sent"].get<double>() / 1048576.0,
               s["bytes_sent_per_rank"].get<double>() / 1048576.0);
   std::printf("  %-22s %.2f\n", "compression ratio", s["compression_ratio"].get<double>());
+  if (s.contains("ab")) {
+    const auto& ab = s["ab"];
+    std::string steps;
+    for (const auto& [k, v] : ab["steps_by_phase"].items()) steps += (steps.empty() ? "" : ", ") + k + " " + v.dump();
+    std::printf("  %-22s %d groups (%d train A), sync %s; steps: %s\n", "AB-training", ab["groups"].get<int>(),
+                ab["a_groups"].get<int>(), ab["sync_mode"].get<std::string>().c_str(), steps.c_str());
+    std::string ranks;
+    for (const auto& [k, v] : ab["ranks"].items()) ranks += (ranks.empty() ? "" : ", ") + k + " " + v.dump();
+    std::printf("  %-22s %.4f of full-rank parameters (%.2f:1); ranks %s\n", "AB compression",
+                ab["compression"].get<double>(), ab["compression_n_to_1"].get<double>(), ranks.c_str());
+  }
   std::printf("  %-22s comm %.1f s, waited %.1f s (%.0f %% of communication hidden)\n", "communication",
               s["comm_s"].get<double>(), s["wait_s"].get<double>(), 100.0 * s["comm_hidden_fraction"].get<double>());
   std::printf("  %-22s rank %d (waited least)\n", "straggler", s["straggler_rank"].get<int>());

@@ -41,7 +41,8 @@ DataParallel::DataParallel(std::shared_ptr<comm::Communicator> world, std::share
       trace_(trace) {
   LC_ENFORCE(world && model_, "DataParallel needs a communicator and a model");
   if (opts_.bucket_bytes < 4) throw ConfigError("bucket size must be at least 4 bytes");
-  broadcastModel(*world, *model_);
+  if (opts_.broadcast_initial) broadcastModel(*world, *model_);
+  else checkModel(*world, *model_);
   comm_ = world->split(0, world->rank());
   comm_->setPhase(opts_.phase);
   for (const auto& p : model_->named_parameters())

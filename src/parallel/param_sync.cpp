@@ -45,7 +45,7 @@ void broadcastTensor(comm::Communicator& comm, torch::Tensor t) {
 
 }  // namespace
 
-void broadcastModel(comm::Communicator& comm, torch::nn::Module& model) {
+void checkModel(comm::Communicator& comm, torch::nn::Module& model) {
   const std::string mine = joined(describe(model));
   uint64_t h = 1469598103934665603ull;
   for (char c : mine) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
@@ -73,6 +73,10 @@ void broadcastModel(comm::Communicator& comm, torch::nn::Module& model) {
     if (a == b) what = "rank " + std::to_string(comm.rank()) + " matches rank 0, but another rank differs";
     throw ConfigError("model mismatch across ranks: " + what);
   }
+}
+
+void broadcastModel(comm::Communicator& comm, torch::nn::Module& model) {
+  checkModel(comm, model);
   torch::NoGradGuard no_grad;
   for (auto& p : model.parameters()) broadcastTensor(comm, p.data());
   for (auto& b : model.buffers()) broadcastTensor(comm, b);

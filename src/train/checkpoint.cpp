@@ -46,7 +46,7 @@ void writeFileAtomically(const std::string& path, const std::string& bytes) {
 }
 
 void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                    const TrainState& state, const parallel::BucketHook& hook) {
+                    const TrainState& state, const parallel::BucketHook& hook, const SectionWriter& strategy) {
   torch::serialize::OutputArchive ar;
   ar.write("magic", scalar(kMagic));
   ar.write("version", scalar(kVersion));
@@ -67,10 +67,33 @@ void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::op
   torch::serialize::OutputArchive h;
   hook.saveState(h);
   ar.write("hook", h);
+  if (strategy) {
+    torch::serialize::OutputArchive st;
+    strategy(st);
+    ar.write("strategy", st);
+  }
   ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
   std::ostringstream os;
   ar.save_to(os);
   writeFileAtomically(path, os.str());
+}
+
+void loadStrategySection(const std::string& path, const SectionReader& read) {
+  if (!fs::exists(path)) throw DataError("checkpoint '" + path + "' does not exist");
+  torch::serialize::InputArchive ar, st;
+  try {
+    ar.load_from(path);
+  } catch (const std::exception& e) {
+    throw DataError("checkpoint '" + path + "' is truncated or not a lowcomm checkpoint: " +
+                    std::string(e.what()).substr(0, 200));
+  }
+  if (!ar.try_read("strategy", st))
+    throw DataError("checkpoint '" + path + "' has no strategy state (written by strategy.name = \"ddp\"?)");
+  try {
+    read(st);
+  } catch (const DataError& e) {
+    throw DataError("checkpoint '" + path + "': " + e.what());
+  }
 }
 
 TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,

@@ -123,6 +123,15 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("strategy.bucket_mb", strategy.bucket_mb, double),
       LC_FIELD("strategy.overlap", strategy.overlap, bool),
       LC_FIELD("strategy.accumulation", strategy.accumulation, int64_t),
+      LC_FIELD("ab.group_size", ab.group_size, int64_t),
+      LC_FIELD("ab.sync_mode", ab.sync_mode, std::string),
+      LC_FIELD("ab.warmup_steps", ab.warmup_steps, int64_t),
+      LC_FIELD("ab.steps_btw_syncing", ab.steps_btw_syncing, int64_t),
+      LC_FIELD("ab.ddp_steps_after_sync", ab.ddp_steps_after_sync, int64_t),
+      LC_FIELD("ab.lr_rebound_steps", ab.lr_rebound_steps, int64_t),
+      LC_FIELD("ab.low_rank_cutoff", ab.low_rank_cutoff, double),
+      LC_FIELD("ab.split_sigma", ab.split_sigma, bool),
+      LC_FIELD("ab.full_rank_layers", ab.full_rank_layers, std::vector<std::string>),
       LC_FIELD("compress.codec", compress.codec, std::string),
       LC_FIELD("compress.memory", compress.memory, std::string),
       LC_FIELD("compress.ratio", compress.codec_params.ratio, double),
@@ -224,6 +233,17 @@ void validateCompress(const TrainConfig& c, const std::string& where) {
     bad(where, "compress.memory", "is dgc, which applies momentum itself (momentum correction); set optimizer.momentum = 0");
 }
 
+void validateAb(const TrainConfig& c, const std::string& where) {
+  const auto& a = c.ab;
+  if (a.group_size == 0 || a.group_size < -1) bad(where, "ab.group_size", "must be -1 (one global group) or >= 1");
+  oneOf(where, "ab.sync_mode", a.sync_mode, {"full", "with-stale", "only-learned", "only-b"});
+  if (a.warmup_steps < 0) bad(where, "ab.warmup_steps", "must be >= 0");
+  if (a.steps_btw_syncing < 1) bad(where, "ab.steps_btw_syncing", "must be >= 1");
+  if (a.ddp_steps_after_sync < 0) bad(where, "ab.ddp_steps_after_sync", "must be >= 0");
+  if (a.lr_rebound_steps < 0) bad(where, "ab.lr_rebound_steps", "must be >= 0");
+  if (!(a.low_rank_cutoff >= 0 && a.low_rank_cutoff < 1)) bad(where, "ab.low_rank_cutoff", "must be in [0, 1)");
+}
+
 void validate(const TrainConfig& c, const std::string& where) {
   auto positive = [&](const char* key, double v) {
     if (!(v > 0)) bad(where, key, "must be > 0");
@@ -247,7 +267,8 @@ void validate(const TrainConfig& c, const std::string& where) {
   nonneg("schedule.max_steps", static_cast<double>(c.schedule.max_steps));
   nonneg("schedule.warmup_steps", static_cast<double>(c.schedule.warmup_steps));
   positive("schedule.step_size", static_cast<double>(c.schedule.step_size));
-  oneOf(where, "strategy.name", c.strategy.name, {"ddp"});
+  oneOf(where, "strategy.name", c.strategy.name, {"ddp", "ab"});
+  validateAb(c, where);
   positive("strategy.bucket_mb", c.strategy.bucket_mb);
   positive("strategy.accumulation", static_cast<double>(c.strategy.accumulation));
   validateCompress(c, where);

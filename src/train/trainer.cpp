@@ -3,7 +3,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 
+#include "ab_report.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/base/trace.h"
 #include "lowcomm/data/dataset.h"
@@ -38,7 +41,8 @@ uint64_t resumeHash(const TrainConfig& c, int world) {
                           std::to_string(c.model.vit_depth) + "|" + c.data.dataset + "|" +
                           std::to_string(c.data.batch_size) + "|" + std::to_string(c.data.train_limit) + "|" +
                           std::to_string(c.strategy.accumulation) + "|" + c.optimizer.name + "|" +
-                          std::to_string(c.seed) + "|" + std::to_string(world) + "|" + compressKey(c.compress);
+                          std::to_string(c.seed) + "|" + std::to_string(world) + "|" + compressKey(c.compress) +
+                          abResumeKey(c);
   uint64_t h = 1469598103934665603ull;
   for (char ch : key) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
   return h >> 1;  // stored as int64
@@ -68,8 +72,10 @@ struct Eval {
 };
 
 // Every rank evaluates its shard of the test set; sums are combined over the world.
-Eval evaluate(nn::Model& model, parallel::DataParallel& ddp, comm::Communicator& world, const data::Dataset& test,
-              const TrainConfig& c) {
+using Forward = std::function<torch::Tensor(const torch::Tensor&)>;
+
+Eval evaluate(nn::Model& model, const Forward& forward, parallel::DataParallel& ddp, comm::Communicator& world,
+              const data::Dataset& test, const TrainConfig& c) {
   ddp.averageBuffers();  // BatchNorm statistics differ per rank
   model.eval();
   torch::NoGradGuard no_grad;
@@ -80,7 +86,7 @@ Eval evaluate(nn::Model& model, parallel::DataParallel& ddp, comm::Communicator&
   double correct = 0, loss = 0, count = 0;
   data::Batch b;
   while (loader.next(b)) {
-    auto out = model.forward(b.x);
+    auto out = forward(b.x);
     loss += torch::nn::functional::cross_entropy(out, b.y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
     correct += out.argmax(1).eq(b.y).sum().item<double>();
     count += static_cast<double>(b.y.size(0));
@@ -97,9 +103,15 @@ namespace {
 
 // This rank's codec accounting: raw gradient bytes against encoded bytes, codec time, and the
 // auto policy's decisions.
-nlohmann::json compressionJson(const compress::Compressor* c, const TrainConfig& cfg) {
-  if (!c) return {{"codec", "none"}};
-  const auto s = c->stats();
+// AB-training builds one compressor per DDP rebuild: their counts are summed.
+nlohmann::json compressionJson(const std::vector<std::shared_ptr<compress::Compressor>>& all, const TrainConfig& cfg) {
+  if (all.empty()) return {{"codec", "none"}};
+  const compress::Compressor* c = all.back().get();
+  compress::CompressStats s;
+  for (const auto& x : all) {
+    const auto t = x->stats();
+    s.raw_bytes += t.raw_bytes, s.payload_bytes += t.payload_bytes, s.buckets += t.buckets, s.codec_s += t.codec_s;
+  }
   return {{"codec", c->name()},
           {"memory", cfg.compress.memory == "default" ? compress::defaultMemory(cfg.compress.codec) : cfg.compress.memory},
           {"raw_bytes", s.raw_bytes}, {"payload_bytes", s.payload_bytes}, {"ratio", s.ratio()},
@@ -133,16 +145,25 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
   parallel::DdpOptions dopt;
   dopt.bucket_bytes = static_cast<size_t>(cfg.strategy.bucket_mb * 1024 * 1024);
   dopt.overlap = cfg.strategy.overlap;
-  std::shared_ptr<compress::Compressor> compressor;
-  std::shared_ptr<parallel::BucketHook> hook;
-  if (cfg.compress.codec != "none") {
+  std::vector<std::shared_ptr<compress::Compressor>> compressors;
+  auto makeHook = [&]() -> std::shared_ptr<parallel::BucketHook> {
+    if (cfg.compress.codec == "none") return nullptr;
     compress::CompressConfig cc = cfg.compress;
     cc.seed = cfg.seed;
-    compressor = compress::makeCompressor(cc);
-    hook = std::make_shared<parallel::CompressHook>(compressor);
-  }
-  parallel::DataParallel ddp(world, model, dopt, hook, &trace);
+    compressors.push_back(compress::makeCompressor(cc));
+    return std::make_shared<parallel::CompressHook>(compressors.back());
+  };
   auto optimizer = makeOptimizer(cfg, model->parameters());
+  // The strategy: plain DDP, or AB-training, which rebuilds its DDP at every phase switch.
+  std::unique_ptr<parallel::DataParallel> plain;
+  std::unique_ptr<parallel::AbTraining> ab;
+  if (cfg.strategy.name == "ab")
+    ab = std::make_unique<parallel::AbTraining>(world, model, *optimizer, abOptions(cfg), dopt, makeHook, &trace);
+  else
+    plain = std::make_unique<parallel::DataParallel>(world, model, dopt, makeHook(), &trace);
+  auto ddp = [&]() -> parallel::DataParallel& { return ab ? ab->ddp() : *plain; };
+  auto ddpStats = [&] { return ab ? ab->stats() : plain->stats(); };
+  const Forward forward = [&](const torch::Tensor& x) { return ab ? ab->forward(x) : model->forward(x); };
 
   data::Augment aug;
   if (cfg.data.augment) aug = data::Augment{true, train.height() >= 32 ? 4 : 2, true};
@@ -163,7 +184,8 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
     if (step < 0) throw ConfigError("--resume: no checkpoint in '" + ckpt_dir.string() + "' (no 'latest' file)");
     const std::string file = checkpointFile(ckpt_dir.string(), step, rank);
     const uint64_t want = state.config_hash;
-    state = loadCheckpoint(file, *model, *optimizer, ddp.hook());
+    if (ab) loadStrategySection(file, [&](torch::serialize::InputArchive& ar) { ab->loadState(ar); });
+    state = loadCheckpoint(file, *model, *optimizer, ddp().hook());
     if (state.config_hash != want)
       throw ConfigError("--resume: '" + file + "' was written with a different model, data, batch, seed, world size or compress codec");
     loader.seek(state.position);
@@ -188,7 +210,9 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
     st.position = loader.position();
     st.elapsed_s = since(t_start);
     std::tie(st.bytes_sent, st.bytes_recv) = bytes();
-    saveCheckpoint(checkpointFile(ckpt_dir.string(), step, rank), *model, *optimizer, st, ddp.hook());
+    SectionWriter strategy_state;
+    if (ab) strategy_state = [&](torch::serialize::OutputArchive& ar) { ab->saveState(ar); };
+    saveCheckpoint(checkpointFile(ckpt_dir.string(), step, rank), *model, *optimizer, st, ddp().hook(), strategy_state);
     world->barrier();  // every rank's file is complete before `latest` names it
     if (rank == 0) writeLatest(ckpt_dir.string(), step);
   };
@@ -198,11 +222,18 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
   int64_t last_eval_step = -1, step = state.step;
   double win_loss = 0, win_compute = 0, win_time = 0, total_compute = 0;
   int64_t win_steps = 0;
+  double last_lr = schedule.at(step);
+  std::map<std::string, int64_t> win_phases;  // AB phase label -> steps in this log window
+  auto withBytes = [&](nlohmann::json j) {
+    j["bytes_sent"] = bytes().first;
+    j["time_s"] = since(t_start);
+    return j;
+  };
   model->train();
   while (step < total) {
     auto pos = loader.position();
     if (pos.batch + accum > loader.batchesPerEpoch()) {  // end of an epoch
-      last_eval = evaluate(*model, ddp, *world, test, cfg);
+      last_eval = evaluate(*model, forward, ddp(), *world, test, cfg);
       last_eval_step = step;
       if (jsonl)
         jsonl->write({{"type", "eval"}, {"step", step}, {"epoch", pos.epoch + 1}, {"test_accuracy", last_eval.accuracy},
@@ -215,16 +246,24 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
       loader.startEpoch(pos.epoch + 1);
       continue;
     }
+    std::string phase = "ddp";
+    if (ab) {
+      phase = ab->beginStep(step);
+      ++win_phases[phase];
+      for (const auto& e : ab->takeEvents())
+        if (jsonl) jsonl->write(withBytes(abEventJson(e, *ab)));
+    }
+    TraceScope step_span(&trace, phase, "phase", 2);
     const auto t0 = Clock::now();
     double step_loss = 0;
     data::Batch b;
     for (int64_t a = 0; a < accum; ++a) {
       loader.next(b);
-      ddp.setSync(a == accum - 1);
+      ddp().setSync(a == accum - 1);
       torch::Tensor loss;
       {
         TraceScope s(&trace, "forward", "compute", 0);
-        loss = torch::nn::functional::cross_entropy(model->forward(b.x), b.y, label_opts) / static_cast<double>(accum);
+        loss = torch::nn::functional::cross_entropy(forward(b.x), b.y, label_opts) / static_cast<double>(accum);
       }
       {
         TraceScope s(&trace, "backward", "compute", 0);
@@ -232,17 +271,18 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
       }
       step_loss += loss.item<double>();
     }
-    const double wait_before = ddp.stats().wait_s;
-    ddp.finish();
+    const double wait_before = ddpStats().wait_s;
+    ddp().finish();
     {
       TraceScope s(&trace, "optimizer", "compute", 0);
       if (cfg.optimizer.grad_clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.optimizer.grad_clip);
-      schedule.apply(*optimizer, step);
+      last_lr = ab ? ab->lr(step, schedule.at(step)) : schedule.at(step);
+      for (auto& g : optimizer->param_groups()) g.options().set_lr(last_lr);
       optimizer->step();
       optimizer->zero_grad();
     }
     ++step;
-    const double dt = since(t0), waited = ddp.stats().wait_s - wait_before;
+    const double dt = since(t0), waited = ddpStats().wait_s - wait_before;
     win_loss += step_loss, win_time += dt, win_compute += dt - waited, total_compute += dt - waited;
     ++win_steps;
     if (step % cfg.logging.log_every == 0 || step == total) {
@@ -250,13 +290,20 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
       const double sps = static_cast<double>(win_steps * accum * cfg.data.batch_size * n) / std::max(win_time, 1e-9);
       if (jsonl) {
         const auto snap = world->meter().snapshot();
-        jsonl->write({{"type", "step"}, {"step", step}, {"epoch", loader.position().epoch + 1},
-                      {"loss", win_loss / win_steps}, {"lr", schedule.at(step - 1)}, {"samples_per_s", sps},
-                      {"compute_s", win_compute / win_steps}, {"comm_s", ddp.stats().comm_s},
+        nlohmann::json rec = {{"type", "step"}, {"step", step}, {"epoch", loader.position().epoch + 1},
+                      {"loss", win_loss / win_steps}, {"lr", last_lr}, {"samples_per_s", sps},
+                      {"compute_s", win_compute / win_steps}, {"comm_s", ddpStats().comm_s},
                       {"wait_s", (win_time - win_compute) / win_steps}, {"bytes_sent", sent}, {"bytes_recv", recv},
-                      {"bytes_by_phase", phasesJson(snap)}, {"compression_ratio", ddp.hook().compressionRatio()},
-                      {"time_s", since(t_start)}});
+                      {"bytes_by_phase", phasesJson(snap)}, {"compression_ratio", ddp().hook().compressionRatio()},
+                      {"time_s", since(t_start)}};
+        if (ab) {
+          rec["phase"] = phase;
+          rec["phases"] = win_phases;
+          rec["ab_compression"] = ab->compression();
+        }
+        jsonl->write(rec);
       }
+      win_phases.clear();
       char line[256];
       const double eta = (since(t_start) / std::max<int64_t>(1, step - state.step)) * static_cast<double>(total - step);
       std::snprintf(line, sizeof(line), "epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f samples/s  sent %s  ETA %s",
@@ -270,8 +317,14 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
     if (cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0 && step < total) saveAt(step);
   }
   progress.finish();
+  if (ab && ab->phase() == parallel::AbPhase::ab) {
+    ab->finish(step);  // one full-rank model on every rank before the final evaluation
+    for (const auto& e : ab->takeEvents())
+      if (jsonl) jsonl->write(withBytes(abEventJson(e, *ab)));
+    last_eval_step = -1;
+  }
   if (last_eval_step != step) {
-    last_eval = evaluate(*model, ddp, *world, test, cfg);
+    last_eval = evaluate(*model, forward, ddp(), *world, test, cfg);
     if (jsonl)
       jsonl->write({{"type", "eval"}, {"step", step}, {"epoch", loader.position().epoch + 1},
                     {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss},
@@ -285,7 +338,7 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
   // Summary: totals over ranks, the straggler (the rank that waited least: others waited for it).
   const auto [sent, recv] = bytes();
   const double total_sent = sumOver(*world, static_cast<double>(sent));
-  const auto st = ddp.stats();
+  const auto st = ddpStats();
   std::vector<double> waits(n);
   double my_wait = st.wait_s;
   world->allgather(&my_wait, waits.data(), 1, comm::DType::f64);
@@ -297,14 +350,15 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
       {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss},
       {"bytes_sent", static_cast<int64_t>(total_sent)}, {"bytes_sent_per_rank", static_cast<int64_t>(total_sent / n)},
       {"bytes_by_phase", phasesJson(world->meter().snapshot())},
-      {"compression_ratio", ddp.hook().compressionRatio()},
+      {"compression_ratio", ddp().hook().compressionRatio()},
       {"checkpoint", checkpointFile(ckpt_dir.string(), step, 0)},
       {"samples_per_s", static_cast<double>(samples) / std::max(1e-9, wall - state.elapsed_s)},
       {"comm_s", st.comm_s}, {"wait_s", st.wait_s}, {"compute_s", total_compute},
       {"comm_hidden_fraction", st.comm_s > 0 ? std::max(0.0, 1.0 - st.wait_s / st.comm_s) : 0.0},
       {"straggler_rank", straggler}, {"wait_s_by_rank", waits},
-      {"parameters", nn::parameterCount(*model)}, {"buckets", ddp.buckets().size()},
-      {"codec", cfg.compress.codec}, {"compression", compressionJson(compressor.get(), cfg)}};
+      {"parameters", nn::parameterCount(*model)}, {"buckets", ddp().buckets().size()},
+      {"codec", cfg.compress.codec}, {"compression", compressionJson(compressors, cfg)}};
+  if (ab) summary["ab"] = abSummaryJson(*ab);
   if (rank == 0) {
     const std::string text = summary.dump(2) + "\n";
     writeFileAtomically((out_dir / "summary.json").string(), text);

@@ -1,8 +1,9 @@
 // Data-parallel training with gradient bucketing and overlap (DDP).
 //
 // Contract:
-// - Construction is collective over `world`: parameters (and buffers) are broadcast from rank 0,
-//   after checking that every rank has the same parameter names and shapes (ConfigError naming
+// - Construction is collective over `world`: parameters (and buffers) are broadcast from rank 0
+//   (unless DdpOptions::broadcast_initial is false), after checking that every rank has the same
+//   parameter names and shapes (ConfigError naming
 //   the first differing parameter otherwise).
 // - Trainable parameters are packed, in reverse registration order (the order backward
 //   produces their gradients), into f32 buckets of at most `bucket_bytes`. A post-accumulation
@@ -34,6 +35,9 @@ struct DdpOptions {
   size_t bucket_bytes = 25u << 20;
   bool overlap = true;          // false: all buckets are launched in finish() (for comparison)
   std::string phase = "grad";   // traffic-meter label of gradient communication
+  // false: only check that the ranks' parameter names and shapes agree, without broadcasting
+  // rank 0's values (for a strategy that rebuilds DDP over parameters it knows to be identical).
+  bool broadcast_initial = true;
 };
 
 struct DdpStats {
@@ -94,5 +98,7 @@ class DataParallel {
 // Checks that every rank of `comm` holds parameters with the same names and shapes, then
 // broadcasts parameters and buffers from rank 0. ConfigError names the first difference.
 void broadcastModel(comm::Communicator& comm, torch::nn::Module& model);
+// Only the check: ConfigError unless every rank has the same parameter names and shapes.
+void checkModel(comm::Communicator& comm, torch::nn::Module& model);
 
 }  // namespace lowcomm::parallel

@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 
 #include "lowcomm/data/loader.h"
@@ -27,8 +28,14 @@ struct TrainState {
 
 std::string checkpointFile(const std::string& dir, int64_t step, int rank);
 
+// `strategy`, when given, writes a strategy's own state (AB-training) into a section that
+// loadStrategySection() reads back before the model is loaded (it may change the model's shape).
+using SectionWriter = std::function<void(torch::serialize::OutputArchive&)>;
+using SectionReader = std::function<void(torch::serialize::InputArchive&)>;
 void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                    const TrainState& state, const parallel::BucketHook& hook);
+                    const TrainState& state, const parallel::BucketHook& hook, const SectionWriter& strategy = nullptr);
+// DataError naming the file if it has no strategy section.
+void loadStrategySection(const std::string& path, const SectionReader& read);
 TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
                           parallel::BucketHook& hook);
 

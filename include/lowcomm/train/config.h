@@ -1,5 +1,5 @@
 // Training configuration: a TOML file (sections model, data, optimizer, schedule, strategy,
-// compress, comm, logging, checkpoint) plus `--set section.key=value` overrides.
+// ab, compress, comm, logging, checkpoint) plus `--set section.key=value` overrides.
 //
 // Contract: an unknown key, a value of the wrong type or out of range is a ConfigError naming
 // the file (or "--set") and the key. toToml() writes the resolved configuration, which loads
@@ -55,6 +55,19 @@ struct TrainConfig {
     bool overlap = true;
     int64_t accumulation = 1;  // micro-batches per optimizer step
   } strategy;
+  // AB-training (strategy.name = "ab"; AB_TRAINING.md). Defaults follow the reference's
+  // experiment configs where they are not step counts.
+  struct {
+    int64_t group_size = 2;                // ranks per group; -1 = one global group
+    std::string sync_mode = "with-stale";  // full | with-stale | only-learned | only-b
+    int64_t warmup_steps = 500;            // global full-rank DDP steps before the first SVD
+    int64_t steps_btw_syncing = 200;       // a sync at every step divisible by this
+    int64_t ddp_steps_after_sync = 20;     // global full-rank steps after each sync
+    int64_t lr_rebound_steps = 50;         // LR ramp from 1e-5 after every switch
+    double low_rank_cutoff = 0.15;         // keep singular values > cutoff * s_max
+    bool split_sigma = true;               // A = U sqrt(S), B = sqrt(S) Vh
+    std::vector<std::string> full_rank_layers = {"stem", "head"};
+  } ab;
   // Gradient compression of the data-parallel strategy ([compress], codec "none" = plain
   // allreduce). compress.seed is taken from the top-level seed.
   compress::CompressConfig compress;

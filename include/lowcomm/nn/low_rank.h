@@ -1,0 +1,92 @@
+// Low-rank factorisation of a model's layers for AB-training (see AB_TRAINING.md).
+//
+// Every Conv2d and Linear below the model whose module path is not listed in `full_rank_layers`
+// (a listed name also covers everything below it, "stem" covers "stem.*") is a *factorisable
+// layer*. Its weight W is viewed as a matrix rows x cols (conv: out x in*kh*kw) and, when
+// factorised, replaced by two parameters named "<layer>.A" [rows x r] and "<layer>.B" [r x cols]
+// with W = A*B. The layer's own `weight` member then holds A*B (reshaped), recomputed by
+// materialize() (forward() calls it), so the model's unchanged forward code uses the factors and
+// autograd reaches them. Only the trained factor requires grad; the other one is frozen.
+//
+// Contract:
+// - factorise(ranks, trained) takes an SVD W = U diag(S) Vh of every layer's current weight and
+//   keeps the first ranks[i] singular triplets: with split_sigma A = U sqrt(S), B = sqrt(S) Vh;
+//   without it the trained factor carries S. A rank is clamped to [1, min(rows, cols)].
+//   Works from full-rank and from factorised state (then W = A*B first).
+// - merge() turns every layer back into a full-rank `weight` parameter equal to A*B.
+// - Parameter names change with the state; the order of named_parameters() is the same on every
+//   rank that went through the same calls. Biases and all other parameters are untouched.
+// - Nothing here communicates: choosing one rank for all processes is the caller's job.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lowcomm/nn/models.h"
+
+namespace lowcomm::nn {
+
+enum class Factor { A, B };
+const char* factorName(Factor f);  // "A" / "B"
+
+struct LowRankLayer {
+  std::string name;            // module path, e.g. "features.3" (parameters "<name>.A", "<name>.B")
+  std::vector<int64_t> shape;  // full weight shape
+  int64_t rows = 0, cols = 0;  // 2-D view of the weight
+  int64_t rank = 0;            // factor rank while factorised, 0 while full-rank
+};
+
+class LowRankModel {
+ public:
+  // Throws ConfigError("ab.full_rank_layers: ...") for a listed name that is not a module path of
+  // the model.
+  LowRankModel(std::shared_ptr<Model> model, std::vector<std::string> full_rank_layers = {kStemName, kHeadName},
+               bool split_sigma = true);
+
+  // materialize() then the model's forward.
+  torch::Tensor forward(const torch::Tensor& x);
+  // Writes A*B into every factorised layer's `weight` member (with autograd history unless
+  // grad mode is off). No-op while full-rank.
+  void materialize();
+
+  Model& model() { return *model_; }
+  std::shared_ptr<Model> shared() const { return model_; }
+  const std::vector<LowRankLayer>& layers() const { return layers_; }
+  bool factorised() const { return factorised_; }
+  Factor trained() const { return trained_; }
+  bool splitSigma() const { return split_sigma_; }
+
+  void factorise(const std::vector<int64_t>& ranks, Factor trained);
+  void merge();
+  // Changes which factor requires grad (factorised state only).
+  void setTrained(Factor trained);
+
+  // min(rows, cols) per layer: the rank of an untruncated SVD.
+  std::vector<int64_t> fullRanks() const;
+  // Per layer: how many singular values of the current W (or A*B) are > cutoff * s_max (>= 1).
+  std::vector<int64_t> ranksAbove(double cutoff) const;
+  // Current weight of layer i as a detached rows x cols matrix (A*B while factorised).
+  torch::Tensor matrix(size_t i) const;
+  // Factor parameters of layer i (undefined while full-rank).
+  torch::Tensor factorA(size_t i) const;
+  torch::Tensor factorB(size_t i) const;
+
+  // Parameter counts: every layer full rank, and the current state (A and B counted for
+  // factorised layers). Their ratio is the AB-training compression metric.
+  int64_t fullRankParameters() const;
+  int64_t currentParameters() const;
+
+ private:
+  struct Slot;
+  std::shared_ptr<Model> model_;
+  bool split_sigma_;
+  bool factorised_ = false;
+  Factor trained_ = Factor::B;
+  std::vector<LowRankLayer> layers_;
+  std::vector<std::shared_ptr<Slot>> slots_;
+};
+
+}  // namespace lowcomm::nn

@@ -1,0 +1,136 @@
+// AB-training (AB_TRAINING.md): low-rank factors A and B trained by independent subgroups of
+// ranks, synchronised periodically, with global full-rank data-parallel phases in between.
+//
+// The schedule, decided before each optimizer step by beginStep(step):
+//   warmup     global full-rank DDP while step < warmup_steps; then SVD without truncation and
+//   ab         group DDP of the trained factor (A in A-groups, B in B-groups), 1-D parameters and
+//              the always-full-rank layers; at every step divisible by steps_btw_syncing:
+//   sync       abSync() over the world (mode), W = A*B, then
+//   full-rank  ddp_steps_after_sync steps of global full-rank DDP; then SVD with truncation
+//              (rank per layer = MAX over all ranks of #{s > low_rank_cutoff * s_max}) and back
+//              to ab.
+// Every switch restarts the learning-rate rebound (lr() ramps from rebound_lr to the scheduled
+// rate over lr_rebound_steps) and rebinds the optimizer with its state resized by name
+// (NamedOptimizerState). DDP is rebuilt on the group or world communicator at each switch,
+// with a fresh hook from the factory (so a codec works inside groups too); its traffic is
+// labelled with the phase ("warmup", "ab", "full-rank"), the sync's with "sync", the SVD's
+// consistency check with "svd".
+//
+// Contract: construction and beginStep()/finish() are collective over `world`; the optimizer
+// must be built over the model's parameters and outlive this object.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lowcomm/base/trace.h"
+#include "lowcomm/comm/communicator.h"
+#include "lowcomm/nn/low_rank.h"
+#include "lowcomm/parallel/ab_groups.h"
+#include "lowcomm/parallel/ddp.h"
+#include "lowcomm/parallel/optim_state.h"
+
+namespace lowcomm::parallel {
+
+struct AbOptions {
+  int group_size = 2;                   // ranks per group; -1 = one global group
+  std::string sync_mode = "with-stale";  // full | with-stale | only-learned | only-b
+  int64_t warmup_steps = 500;
+  int64_t steps_btw_syncing = 200;
+  int64_t ddp_steps_after_sync = 20;
+  int64_t lr_rebound_steps = 50;
+  double low_rank_cutoff = 0.15;
+  bool split_sigma = true;
+  std::vector<std::string> full_rank_layers = {nn::kStemName, nn::kHeadName};
+  double rebound_lr = 1e-5;
+};
+
+// Throws ConfigError naming the `ab.*` key for an impossible combination.
+void validateAbOptions(const AbOptions& o);
+
+enum class AbPhase { warmup = 0, ab = 1, full_rank = 2 };
+const char* abPhaseName(AbPhase p);
+
+// A structural change, for the metrics stream.
+struct AbEvent {
+  int64_t step = 0;
+  std::string kind;              // "svd" (after warmup), "sync", "truncate", "final-sync"
+  std::vector<int64_t> ranks;    // per low-rank layer after the change (empty when full-rank)
+  double compression = 1.0;      // parameters now / full-rank parameters
+};
+
+using HookFactory = std::function<std::shared_ptr<BucketHook>()>;
+
+class AbTraining {
+ public:
+  AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_ptr<nn::Model> model,
+             torch::optim::Optimizer& opt, AbOptions opts, DdpOptions ddp_opts, HookFactory hooks = nullptr,
+             Trace* trace = nullptr);
+  ~AbTraining();
+
+  // Runs the transitions due before optimizer step `step` (0-based) and returns this step's
+  // label: "warmup", "ab", "sync" (a sync ran before it) or "full-rank".
+  std::string beginStep(int64_t step);
+  // End of training: in the ab phase, a final sync so every rank holds the same full-rank model.
+  void finish(int64_t step);
+
+  torch::Tensor forward(const torch::Tensor& x) { return lowrank_.forward(x); }
+  DataParallel& ddp() { return *ddp_; }
+  nn::LowRankModel& lowRank() { return lowrank_; }
+  const nn::LowRankModel& lowRank() const { return lowrank_; }
+  const AbGroups& groups() const { return groups_; }
+  AbPhase phase() const { return phase_; }
+  const AbOptions& options() const { return opts_; }
+
+  // Learning rate for `step` given the scheduled one (the rebound after a switch).
+  double lr(int64_t step, double scheduled) const;
+  // Parameters of the model as trained now / with every layer full rank (the reference's
+  // compression metric; 1 while full-rank). lastCompression(): after the latest truncation/SVD.
+  double compression() const;
+  double lastCompression() const { return last_compression_; }
+  const std::vector<int64_t>& lastRanks() const { return last_ranks_; }
+  // Events since the last call.
+  std::vector<AbEvent> takeEvents();
+  const std::map<std::string, int64_t>& stepsByPhase() const { return steps_by_phase_; }
+  // DDP statistics summed over every DDP instance this strategy built.
+  DdpStats stats() const;
+
+  // Checkpoints: loadState() restores the structure (factorised or not, ranks, trained factor,
+  // phase), rebuilds DDP and rebinds the optimizer; load the model and optimizer after it.
+  void saveState(torch::serialize::OutputArchive& ar) const;
+  void loadState(torch::serialize::InputArchive& ar);
+
+ private:
+  void retire();  // ends the current DDP, keeping its statistics
+  void rebuild(AbPhase phase);
+  void enterAb(int64_t step, bool truncate);
+  void sync(int64_t step, const char* kind);
+  void checkFactorsAgree();
+  NamedTensors trainable() const;
+
+  std::shared_ptr<comm::Communicator> world_, group_comm_;
+  nn::LowRankModel lowrank_;
+  torch::optim::Optimizer& opt_;
+  AbOptions opts_;
+  DdpOptions ddp_opts_;
+  HookFactory hooks_;
+  Trace* trace_;
+  AbGroups groups_;
+  SyncMode mode_;
+  std::unique_ptr<DataParallel> ddp_;
+  DdpStats past_stats_;
+  NamedOptimizerState opt_state_;
+  AbPhase phase_ = AbPhase::warmup;
+  int64_t phase_start_ = 0, last_switch_ = -1;
+  double last_compression_ = 1.0;
+  std::vector<int64_t> last_ranks_;
+  std::vector<AbEvent> events_;
+  std::map<std::string, int64_t> steps_by_phase_;
+};
+
+}  // namespace lowcomm::parallel

@@ -1,0 +1,44 @@
+// Optimizer state kept by parameter name across changes of the parameter set (AB-training swaps a
+// layer's weight for factors A and B and changes their rank; AB_TRAINING.md: "Optimizer state is
+// resized to the new shapes, not reset").
+//
+// Contract (the optimizer has exactly one parameter group): rebind() moves the optimizer's state
+// of the parameters it bound last time into the
+// store, then makes `params` the optimizer's only parameters (param group 0, options unchanged).
+// A parameter whose name has stored state gets it back resized to its shape: along every
+// dimension the leading min(old, new) entries are kept and new entries are zero (SGD momentum
+// buffer; AdamW/Adam exp_avg, exp_avg_sq, max_exp_avg_sq; the step count is kept). A name never
+// seen starts without state, as a fresh optimizer would.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lowcomm::parallel {
+
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// `t` cut or zero-padded to `sizes` (the leading block along each dimension is kept).
+torch::Tensor resizeLeading(const torch::Tensor& t, torch::IntArrayRef sizes);
+
+class NamedOptimizerState {
+ public:
+  void rebind(torch::optim::Optimizer& opt, const NamedTensors& params);
+  // Names bound by the last rebind(), in order.
+  std::vector<std::string> bound() const;
+  // The stored states of names that are not bound (the bound ones live in the optimizer and are
+  // saved with it). load() needs the optimizer to know the state type (SGD, Adam, AdamW).
+  void save(torch::serialize::OutputArchive& ar) const;
+  void load(torch::serialize::InputArchive& ar, const torch::optim::Optimizer& opt);
+
+ private:
+  std::map<std::string, std::unique_ptr<torch::optim::OptimizerParamState>> stored_;
+  NamedTensors bound_;
+};
+
+}  // namespace lowcomm::parallel

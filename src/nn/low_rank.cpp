@@ -1,0 +1,174 @@
+#include "lowcomm/nn/low_rank.h"
+
+#include <algorithm>
+
+#include "lowcomm/base/error.h"
+
+namespace lowcomm::nn {
+namespace {
+
+// Module::parameters_ is protected; a pointer to it formed through a derived class is a legal way
+// to reach the dictionary of any module (we need to remove "weight" and add "A"/"B").
+struct ParamDict : torch::nn::Module {
+  static torch::OrderedDict<std::string, torch::Tensor>& of(torch::nn::Module& m) {
+    return m.*(&ParamDict::parameters_);
+  }
+};
+
+void dropParam(torch::nn::Module& m, const std::string& name) {
+  auto& dict = ParamDict::of(m);
+  if (dict.contains(name)) dict.erase(name);
+}
+
+bool coveredBy(const std::string& path, const std::vector<std::string>& names) {
+  for (const auto& n : names)
+    if (path == n || path.rfind(n + ".", 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+const char* factorName(Factor f) { return f == Factor::A ? "A" : "B"; }
+
+// One factorisable layer: the module and its `weight` member (what the layer's forward reads).
+struct LowRankModel::Slot {
+  std::shared_ptr<torch::nn::Module> module;
+  torch::Tensor* weight = nullptr;
+  torch::Tensor a, b;  // factor parameters while factorised
+};
+
+LowRankModel::LowRankModel(std::shared_ptr<Model> model, std::vector<std::string> full_rank_layers, bool split_sigma)
+    : model_(std::move(model)), split_sigma_(split_sigma) {
+  LC_ENFORCE(model_, "LowRankModel needs a model");
+  const auto modules = model_->named_modules("", /*include_self=*/false);
+  for (const auto& name : full_rank_layers)
+    if (!modules.contains(name)) {
+      std::string valid;
+      for (const auto& m : modules)
+        if (m.key().find('.') == std::string::npos) valid += (valid.empty() ? "" : ", ") + m.key();
+      throw ConfigError("ab.full_rank_layers: '" + name + "' is not a layer of model '" + model_->spec().name +
+                        "' (top-level layers: " + valid + ")");
+    }
+  for (const auto& m : modules) {
+    if (coveredBy(m.key(), full_rank_layers)) continue;
+    torch::Tensor* w = nullptr;
+    if (auto* conv = m.value()->as<torch::nn::Conv2dImpl>()) w = &conv->weight;
+    else if (auto* lin = m.value()->as<torch::nn::LinearImpl>()) w = &lin->weight;
+    if (!w || !w->defined() || w->dim() < 2) continue;
+    LowRankLayer layer;
+    layer.name = m.key();
+    layer.shape = w->sizes().vec();
+    layer.rows = layer.shape[0];
+    layer.cols = w->numel() / layer.rows;
+    layers_.push_back(layer);
+    auto slot = std::make_shared<Slot>();
+    slot->module = m.value();
+    slot->weight = w;
+    slots_.push_back(slot);
+  }
+}
+
+torch::Tensor LowRankModel::forward(const torch::Tensor& x) {
+  materialize();
+  return model_->forward(x);
+}
+
+void LowRankModel::materialize() {
+  if (!factorised_) return;
+  for (size_t i = 0; i < slots_.size(); ++i) *slots_[i]->weight = slots_[i]->a.mm(slots_[i]->b).view(layers_[i].shape);
+}
+
+torch::Tensor LowRankModel::matrix(size_t i) const {
+  LC_ENFORCE(i < layers_.size(), "low-rank layer index ", i, " out of range");
+  torch::NoGradGuard no_grad;
+  const auto& s = *slots_[i];
+  if (factorised_) return s.a.mm(s.b).detach();
+  return s.weight->detach().reshape({layers_[i].rows, layers_[i].cols}).clone();
+}
+
+torch::Tensor LowRankModel::factorA(size_t i) const { return slots_.at(i)->a; }
+torch::Tensor LowRankModel::factorB(size_t i) const { return slots_.at(i)->b; }
+
+std::vector<int64_t> LowRankModel::fullRanks() const {
+  std::vector<int64_t> r;
+  for (const auto& l : layers_) r.push_back(std::min(l.rows, l.cols));
+  return r;
+}
+
+std::vector<int64_t> LowRankModel::ranksAbove(double cutoff) const {
+  std::vector<int64_t> r;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const auto s = torch::linalg::svdvals(matrix(i), c10::nullopt);
+    const double limit = cutoff * s[0].item<double>();
+    r.push_back(std::max<int64_t>(1, s.gt(limit).sum().item<int64_t>()));
+  }
+  return r;
+}
+
+void LowRankModel::factorise(const std::vector<int64_t>& ranks, Factor trained) {
+  LC_ENFORCE(ranks.size() == layers_.size(), "factorise: ", ranks.size(), " ranks for ", layers_.size(), " layers");
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    auto& s = *slots_[i];
+    auto& layer = layers_[i];
+    const torch::Tensor w = matrix(i);
+    auto [u, sv, vh] = torch::linalg::svd(w, /*full_matrices=*/false, c10::nullopt);
+    const int64_t r = std::clamp<int64_t>(ranks[i], 1, std::min(layer.rows, layer.cols));
+    u = u.slice(1, 0, r);
+    sv = sv.slice(0, 0, r);
+    vh = vh.slice(0, 0, r);
+    torch::Tensor a, b;
+    if (split_sigma_) {
+      const auto root = sv.sqrt();
+      a = u * root.unsqueeze(0), b = root.unsqueeze(1) * vh;
+    } else if (trained == Factor::A) {
+      a = u * sv.unsqueeze(0), b = vh;
+    } else {
+      a = u, b = sv.unsqueeze(1) * vh;
+    }
+    dropParam(*s.module, "weight");
+    dropParam(*s.module, "A");
+    dropParam(*s.module, "B");
+    s.a = s.module->register_parameter("A", a.contiguous(), trained == Factor::A);
+    s.b = s.module->register_parameter("B", b.contiguous(), trained == Factor::B);
+    *s.weight = s.a.mm(s.b).view(layer.shape);
+    layer.rank = r;
+  }
+  factorised_ = true;
+  trained_ = trained;
+}
+
+void LowRankModel::merge() {
+  if (!factorised_) return;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    auto& s = *slots_[i];
+    torch::Tensor w = s.a.mm(s.b).view(layers_[i].shape).contiguous();
+    dropParam(*s.module, "A");
+    dropParam(*s.module, "B");
+    s.a = s.b = torch::Tensor();
+    *s.weight = s.module->register_parameter("weight", w, true);
+    layers_[i].rank = 0;
+  }
+  factorised_ = false;
+}
+
+void LowRankModel::setTrained(Factor trained) {
+  LC_ENFORCE(factorised_, "setTrained: the model is full-rank");
+  for (auto& s : slots_) {
+    s->a.set_requires_grad(trained == Factor::A);
+    s->b.set_requires_grad(trained == Factor::B);
+  }
+  trained_ = trained;
+}
+
+int64_t LowRankModel::currentParameters() const { return parameterCount(*model_); }
+
+int64_t LowRankModel::fullRankParameters() const {
+  int64_t n = currentParameters();
+  if (factorised_)
+    for (const auto& l : layers_) n += l.rows * l.cols - l.rank * (l.rows + l.cols);
+  return n;
+}
+
+}  // namespace lowcomm::nn

@@ -1,0 +1,251 @@
+#include "lowcomm/parallel/ab_training.h"
+
+#include <algorithm>
+
+#include "lowcomm/base/error.h"
+
+namespace lowcomm::parallel {
+namespace {
+
+// Restores a communicator's traffic label when a scope ends.
+class PhaseScope {
+ public:
+  PhaseScope(comm::Communicator& c, const std::string& phase) : c_(c), saved_(c.phase()) { c_.setPhase(phase); }
+  ~PhaseScope() { c_.setPhase(saved_); }
+
+ private:
+  comm::Communicator& c_;
+  std::string saved_;
+};
+
+}  // namespace
+
+void validateAbOptions(const AbOptions& o) {
+  if (o.group_size == 0 || o.group_size < -1)
+    throw ConfigError("ab.group_size: must be -1 (one global group) or >= 1, got " + std::to_string(o.group_size));
+  parseSyncMode(o.sync_mode);
+  if (o.warmup_steps < 0) throw ConfigError("ab.warmup_steps: must be >= 0");
+  if (o.steps_btw_syncing < 1) throw ConfigError("ab.steps_btw_syncing: must be >= 1");
+  if (o.ddp_steps_after_sync < 0) throw ConfigError("ab.ddp_steps_after_sync: must be >= 0");
+  if (o.lr_rebound_steps < 0) throw ConfigError("ab.lr_rebound_steps: must be >= 0");
+  if (!(o.low_rank_cutoff >= 0 && o.low_rank_cutoff < 1))
+    throw ConfigError("ab.low_rank_cutoff: must be in [0, 1), got " + std::to_string(o.low_rank_cutoff));
+  if (!(o.rebound_lr > 0)) throw ConfigError("ab.rebound_lr: must be > 0");
+}
+
+const char* abPhaseName(AbPhase p) {
+  switch (p) {
+    case AbPhase::warmup: return "warmup";
+    case AbPhase::ab: return "ab";
+    case AbPhase::full_rank: return "full-rank";
+  }
+  return "?";
+}
+
+AbTraining::AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_ptr<nn::Model> model,
+                       torch::optim::Optimizer& opt, AbOptions opts, DdpOptions ddp_opts, HookFactory hooks, Trace* trace)
+    : world_(std::move(world)), lowrank_(std::move(model), opts.full_rank_layers, opts.split_sigma), opt_(opt),
+      opts_(std::move(opts)), ddp_opts_(std::move(ddp_opts)), hooks_(std::move(hooks)), trace_(trace) {
+  validateAbOptions(opts_);
+  mode_ = parseSyncMode(opts_.sync_mode);
+  groups_ = formGroups(world_->size(), world_->rank(), opts_.group_size, mode_ == SyncMode::only_b);
+  if (!opts_.split_sigma && groups_.a_groups > 0)
+    throw ConfigError("ab.split_sigma = false puts S on the trained factor, so A-groups and B-groups would hold "
+                      "different factorisations; use it only when every rank trains B (ab.sync_mode = \"only-b\" "
+                      "or ab.group_size = -1)");
+  if (lowrank_.layers().empty())
+    throw ConfigError("ab: model '" + lowrank_.model().spec().name +
+                      "' has no layer to factorise outside ab.full_rank_layers");
+  group_comm_ = world_->split(groups_.group, world_->rank());
+  opt_state_.rebind(opt_, trainable());
+  rebuild(AbPhase::warmup);
+  ddp_opts_.broadcast_initial = false;  // later rebuilds start from weights known to agree
+}
+
+AbTraining::~AbTraining() = default;
+
+NamedTensors AbTraining::trainable() const {
+  NamedTensors out;
+  for (const auto& p : lowrank_.shared()->named_parameters())
+    if (p.value().requires_grad()) out.emplace_back(p.key(), p.value());
+  return out;
+}
+
+void AbTraining::retire() {
+  if (!ddp_) return;
+  const auto s = ddp_->stats();
+  past_stats_.comm_s += s.comm_s, past_stats_.wait_s += s.wait_s, past_stats_.buckets += s.buckets;
+  ddp_.reset();
+}
+
+void AbTraining::rebuild(AbPhase phase) {
+  retire();
+  DdpOptions o = ddp_opts_;
+  o.phase = abPhaseName(phase);
+  ddp_ = std::make_unique<DataParallel>(phase == AbPhase::ab ? group_comm_ : world_, lowrank_.shared(), o,
+                                        hooks_ ? hooks_() : nullptr, trace_);
+  phase_ = phase;
+}
+
+DdpStats AbTraining::stats() const {
+  DdpStats s = past_stats_;
+  if (ddp_) {
+    const auto c = ddp_->stats();
+    s.comm_s += c.comm_s, s.wait_s += c.wait_s, s.buckets += c.buckets;
+  }
+  return s;
+}
+
+double AbTraining::lr(int64_t step, double scheduled) const {
+  if (last_switch_ < 0 || opts_.lr_rebound_steps <= 0 || step < last_switch_) return scheduled;
+  const int64_t since = step - last_switch_;
+  if (since >= opts_.lr_rebound_steps) return scheduled;
+  const double t = static_cast<double>(since) / static_cast<double>(opts_.lr_rebound_steps);
+  return opts_.rebound_lr + (scheduled - opts_.rebound_lr) * t;
+}
+
+double AbTraining::compression() const {
+  return static_cast<double>(lowrank_.currentParameters()) / static_cast<double>(lowrank_.fullRankParameters());
+}
+
+std::vector<AbEvent> AbTraining::takeEvents() {
+  std::vector<AbEvent> out;
+  out.swap(events_);
+  return out;
+}
+
+std::string AbTraining::beginStep(int64_t step) {
+  std::string label;
+  if (phase_ == AbPhase::warmup) {
+    if (step >= opts_.warmup_steps) enterAb(step, /*truncate=*/false);
+    label = abPhaseName(phase_);
+  } else if (phase_ == AbPhase::ab) {
+    if (step > phase_start_ && step % opts_.steps_btw_syncing == 0) {
+      sync(step, "sync");
+      if (opts_.ddp_steps_after_sync == 0) enterAb(step, /*truncate=*/true);
+      label = "sync";
+    } else {
+      label = "ab";
+    }
+  } else {
+    if (step - phase_start_ >= opts_.ddp_steps_after_sync) enterAb(step, /*truncate=*/true);
+    label = abPhaseName(phase_);
+  }
+  ++steps_by_phase_[label];
+  return label;
+}
+
+void AbTraining::finish(int64_t step) {
+  if (phase_ == AbPhase::ab) sync(step, "final-sync");
+}
+
+void AbTraining::enterAb(int64_t step, bool truncate) {
+  TraceScope scope(trace_, truncate ? "ab-truncate" : "ab-svd", "ab", 0);
+  retire();  // its hooks hold the parameters about to be replaced
+  std::vector<int64_t> ranks = lowrank_.fullRanks();
+  if (truncate) {
+    ranks = lowrank_.ranksAbove(opts_.low_rank_cutoff);
+    PhaseScope ps(*world_, "svd");
+    world_->allreduce(ranks.data(), ranks.size(), comm::DType::i64, comm::ReduceOp::max);
+  }
+  lowrank_.factorise(ranks, groups_.trains_a ? nn::Factor::A : nn::Factor::B);
+  checkFactorsAgree();
+  opt_state_.rebind(opt_, trainable());
+  rebuild(AbPhase::ab);
+  phase_start_ = step;
+  last_switch_ = step;
+  last_ranks_.clear();
+  for (const auto& l : lowrank_.layers()) last_ranks_.push_back(l.rank);
+  last_compression_ = compression();
+  events_.push_back(AbEvent{step, truncate ? "truncate" : "svd", last_ranks_, last_compression_});
+}
+
+void AbTraining::sync(int64_t step, const char* kind) {
+  TraceScope scope(trace_, std::string("ab-") + kind, "ab", 0);
+  retire();
+  {
+    PhaseScope ps(*world_, "sync");
+    abSync(*world_, lowrank_, groups_, mode_);
+  }
+  opt_state_.rebind(opt_, trainable());
+  rebuild(AbPhase::full_rank);
+  phase_start_ = step;
+  last_switch_ = step;
+  events_.push_back(AbEvent{step, kind, {}, compression()});
+}
+
+// Every rank computed its SVD from the same weights; LAPACK is deterministic for equal inputs
+// and thread counts, but a cheap checksum guards against a rank that differs (different BLAS
+// threading): if any layer's factors disagree, rank 0's factors are broadcast.
+void AbTraining::checkFactorsAgree() {
+  PhaseScope ps(*world_, "svd");
+  const size_t n = lowrank_.layers().size();
+  std::vector<double> lo(2 * n), hi;
+  for (size_t i = 0; i < n; ++i) {
+    lo[2 * i] = lowrank_.factorA(i).detach().sum().item<double>();
+    lo[2 * i + 1] = lowrank_.factorB(i).detach().sum().item<double>();
+  }
+  hi = lo;
+  world_->allreduce(lo.data(), lo.size(), comm::DType::f64, comm::ReduceOp::min);
+  world_->allreduce(hi.data(), hi.size(), comm::DType::f64, comm::ReduceOp::max);
+  if (lo == hi) return;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < n; ++i)
+    for (auto t : {lowrank_.factorA(i).detach(), lowrank_.factorB(i).detach()})
+      world_->broadcast(t.data_ptr<float>(), t.numel(), comm::DType::f32, 0);
+}
+
+void AbTraining::saveState(torch::serialize::OutputArchive& ar) const {
+  std::vector<int64_t> ranks;
+  for (const auto& l : lowrank_.layers()) ranks.push_back(l.rank);
+  const std::vector<int64_t> head = {static_cast<int64_t>(phase_), phase_start_, last_switch_,
+                                     lowrank_.factorised() ? 1 : 0, lowrank_.trained() == nn::Factor::A ? 1 : 0,
+                                     groups_.group, groups_.groups};
+  ar.write("head", torch::tensor(head, torch::kInt64));
+  ar.write("ranks", torch::tensor(ranks, torch::kInt64));
+  ar.write("last_ranks", torch::tensor(last_ranks_, torch::kInt64));
+  ar.write("last_compression", torch::tensor({last_compression_}, torch::kFloat64));
+  std::vector<int64_t> counts;
+  for (const char* k : {"warmup", "ab", "sync", "full-rank"})
+    counts.push_back(steps_by_phase_.count(k) ? steps_by_phase_.at(k) : 0);
+  ar.write("steps_by_phase", torch::tensor(counts, torch::kInt64));
+  torch::serialize::OutputArchive os;
+  opt_state_.save(os);
+  ar.write("optimizer_stash", os);
+}
+
+void AbTraining::loadState(torch::serialize::InputArchive& ar) {
+  auto read = [&](const char* key) {
+    torch::Tensor t;
+    if (!ar.try_read(key, t)) throw DataError(std::string("AB-training state has no '") + key + "'");
+    return t;
+  };
+  const auto head = read("head");
+  const auto ranks_t = read("ranks");
+  if (head.numel() != 7 || ranks_t.numel() != static_cast<int64_t>(lowrank_.layers().size()))
+    throw DataError("AB-training state does not match this model's low-rank layers");
+  const auto h = head.accessor<int64_t, 1>();
+  if (h[5] != groups_.group || h[6] != groups_.groups)
+    throw ConfigError("--resume: the checkpoint's AB groups differ from ab.group_size / ab.sync_mode now");
+  std::vector<int64_t> ranks(ranks_t.data_ptr<int64_t>(), ranks_t.data_ptr<int64_t>() + ranks_t.numel());
+  const auto lr_t = read("last_ranks");
+  last_ranks_.assign(lr_t.data_ptr<int64_t>(), lr_t.data_ptr<int64_t>() + lr_t.numel());
+  last_compression_ = read("last_compression").item<double>();
+  const auto counts = read("steps_by_phase");
+  const char* names[] = {"warmup", "ab", "sync", "full-rank"};
+  steps_by_phase_.clear();
+  for (int i = 0; i < 4 && i < counts.numel(); ++i)
+    if (counts[i].item<int64_t>() > 0) steps_by_phase_[names[i]] = counts[i].item<int64_t>();
+  retire();
+  if (h[3]) lowrank_.factorise(ranks, h[4] ? nn::Factor::A : nn::Factor::B);
+  else lowrank_.merge();
+  torch::serialize::InputArchive stash;
+  if (!ar.try_read("optimizer_stash", stash)) throw DataError("AB-training state has no optimizer stash");
+  opt_state_.load(stash, opt_);
+  opt_state_.rebind(opt_, trainable());
+  rebuild(static_cast<AbPhase>(h[0]));
+  phase_start_ = h[1];
+  last_switch_ = h[2];
+}
+
+}  // namespace lowcomm::parallel
