@@ -57,6 +57,7 @@ AbTraining::AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_pt
     throw ConfigError("ab: model '" + lowrank_.model().spec().name +
                       "' has no layer to factorise outside ab.full_rank_layers");
   group_comm_ = world_->split(groups_.group, world_->rank());
+  ddp_world_ = world_->split(0, world_->rank());
   opt_state_.rebind(opt_, trainable());
   rebuild(AbPhase::warmup);
   ddp_opts_.broadcast_initial = false;  // later rebuilds start from weights known to agree
@@ -82,7 +83,8 @@ void AbTraining::rebuild(AbPhase phase) {
   retire();
   DdpOptions o = ddp_opts_;
   o.phase = abPhaseName(phase);
-  ddp_ = std::make_unique<DataParallel>(phase == AbPhase::ab ? group_comm_ : world_, lowrank_.shared(), o,
+  o.split_comm = false;  // the two communicators below are this strategy's own, made once
+  ddp_ = std::make_unique<DataParallel>(phase == AbPhase::ab ? group_comm_ : ddp_world_, lowrank_.shared(), o,
                                         hooks_ ? hooks_() : nullptr, trace_);
   phase_ = phase;
 }

@@ -43,7 +43,7 @@ DataParallel::DataParallel(std::shared_ptr<comm::Communicator> world, std::share
   if (opts_.bucket_bytes < 4) throw ConfigError("bucket size must be at least 4 bytes");
   if (opts_.broadcast_initial) broadcastModel(*world, *model_);
   else checkModel(*world, *model_);
-  comm_ = world->split(0, world->rank());
+  comm_ = opts_.split_comm ? world->split(0, world->rank()) : world;
   comm_->setPhase(opts_.phase);
   for (const auto& p : model_->named_parameters())
     if (p.value().requires_grad()) {

@@ -113,7 +113,7 @@ class AbTraining {
   void checkFactorsAgree();
   NamedTensors trainable() const;
 
-  std::shared_ptr<comm::Communicator> world_, group_comm_;
+  std::shared_ptr<comm::Communicator> world_, group_comm_, ddp_world_;  // DDP runs on the last two
   nn::LowRankModel lowrank_;
   torch::optim::Optimizer& opt_;
   AbOptions opts_;

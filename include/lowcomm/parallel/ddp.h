@@ -38,6 +38,9 @@ struct DdpOptions {
   // false: only check that the ranks' parameter names and shapes agree, without broadcasting
   // rank 0's values (for a strategy that rebuilds DDP over parameters it knows to be identical).
   bool broadcast_initial = true;
+  // false: communicate on `world` itself instead of a split of it (the caller then must not use
+  // `world` while this object lives; saves a rendezvous when DDP is rebuilt often).
+  bool split_comm = true;
 };
 
 struct DdpStats {

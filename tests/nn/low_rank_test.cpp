@@ -1,0 +1,358 @@
+// nn::LowRankModel: SVD split and reconstruction, truncation (Eckart-Young), ranksAbove on a known
+// spectrum, gradients reaching only the trained factor, merge, configuration errors.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/nn/low_rank.h"
+#include "lowcomm/nn/models.h"
+
+namespace lowcomm::nn {
+namespace {
+
+std::shared_ptr<Model> build(const std::string& name, uint64_t seed) {
+  torch::manual_seed(seed);
+  ModelSpec s;
+  s.name = name;
+  s.in_channels = 1;
+  s.image_size = 28;
+  s.classes = 10;
+  return makeModel(s);
+}
+
+size_t layerIndex(const LowRankModel& m, const std::string& name) {
+  for (size_t i = 0; i < m.layers().size(); ++i)
+    if (m.layers()[i].name == name) return i;
+  ADD_FAILURE() << "no low-rank layer " << name;
+  return 0;
+}
+
+std::vector<std::string> layerNames(const LowRankModel& m) {
+  std::vector<std::string> out;
+  for (const auto& l : m.layers()) out.push_back(l.name);
+  return out;
+}
+
+torch::Tensor param(Model& m, const std::string& name) {
+  auto params = m.named_parameters();
+  auto* p = params.find(name);
+  if (!p) {
+    ADD_FAILURE() << "no parameter " << name;
+    return torch::Tensor();
+  }
+  return *p;
+}
+
+bool hasParam(const Model& m, const std::string& name) { return m.named_parameters().contains(name); }
+
+double maxAbs(const torch::Tensor& t) { return t.abs().max().item<double>(); }
+
+// The `weight` member the layer's forward reads (not necessarily a registered parameter).
+torch::Tensor weightMember(Model& m, const std::string& layer) {
+  auto mods = m.named_modules("", false);
+  auto* mod = mods.find(layer);
+  if (!mod) {
+    ADD_FAILURE() << "no module " << layer;
+    return torch::Tensor();
+  }
+  if (auto* conv = (*mod)->as<torch::nn::Conv2dImpl>()) return conv->weight;
+  if (auto* lin = (*mod)->as<torch::nn::LinearImpl>()) return lin->weight;
+  ADD_FAILURE() << layer << " is neither Conv2d nor Linear";
+  return torch::Tensor();
+}
+
+// rows x k matrix with orthonormal columns.
+torch::Tensor orthonormal(int64_t rows, int64_t k) { return std::get<0>(torch::linalg_qr(torch::randn({rows, k}))); }
+
+// Sets the weight of `layer` (rows x cols view) to U diag(s) V^T with random orthonormal U, V.
+torch::Tensor setSpectrum(Model& m, const std::string& layer, const std::vector<float>& s) {
+  auto w = param(m, layer + ".weight");
+  const int64_t rows = w.size(0), cols = w.numel() / rows, k = static_cast<int64_t>(s.size());
+  const auto u = orthonormal(rows, k), v = orthonormal(cols, k);
+  const auto mat = u.mm(torch::diag(torch::tensor(s))).mm(v.t());
+  torch::NoGradGuard g;
+  w.copy_(mat.view(w.sizes()));
+  return mat;
+}
+
+struct Case {
+  const char* model;
+  const char* layer;
+  std::vector<int64_t> shape;
+};
+
+class LowRankSplit : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LowRankSplit, SvdSplitReconstructsWeightAndSplitsSigma) {
+  const Case c = GetParam();
+  auto model = build(c.model, 3);
+  LowRankModel lr(model);
+  const size_t i = layerIndex(lr, c.layer);
+  const auto& layer = lr.layers()[i];
+  ASSERT_EQ(layer.shape, c.shape);
+  const int64_t rows = c.shape[0], cols = param(*model, std::string(c.layer) + ".weight").numel() / rows;
+  EXPECT_EQ(layer.rows, rows);
+  EXPECT_EQ(layer.cols, cols);
+  EXPECT_EQ(layer.rank, 0);
+  const auto w0 = param(*model, std::string(c.layer) + ".weight").detach().reshape({rows, cols}).clone();
+  const auto s = torch::linalg::svdvals(w0, c10::nullopt);
+  const double smax = s[0].item<double>();
+
+  lr.factorise(lr.fullRanks(), Factor::B);
+  const int64_t r = std::min(rows, cols);
+  EXPECT_EQ(lr.layers()[i].rank, r);
+  const auto a = lr.factorA(i).detach(), b = lr.factorB(i).detach();
+  ASSERT_EQ(a.sizes(), (std::vector<int64_t>{rows, r}));
+  ASSERT_EQ(b.sizes(), (std::vector<int64_t>{r, cols}));
+
+  // W = A B.
+  EXPECT_LT(maxAbs(lr.matrix(i) - w0) / maxAbs(w0), 1e-4);
+  EXPECT_LT(maxAbs(a.mm(b) - w0) / maxAbs(w0), 1e-4);
+  // The layer's weight member (what forward reads) holds A*B in the full shape.
+  const auto member = weightMember(*model, c.layer);
+  ASSERT_EQ(member.sizes().vec(), c.shape);
+  EXPECT_LT(maxAbs(member.detach().reshape({rows, cols}) - w0) / maxAbs(w0), 1e-4);
+
+  // split_sigma: A = U sqrt(S), B = sqrt(S) Vh, so A^T A = B B^T = diag(S).
+  const auto diag_s = torch::diag(s);
+  EXPECT_LT(maxAbs(a.t().mm(a) - diag_s), 1e-4 * smax) << "A^T A != diag(S)";
+  EXPECT_LT(maxAbs(b.mm(b.t()) - diag_s), 1e-4 * smax) << "B B^T != diag(S)";
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, LowRankSplit,
+                         ::testing::Values(Case{"mlp", "hidden", {256, 512}}, Case{"cnn", "conv2", {64, 32, 3, 3}}),
+                         [](const auto& info) { return std::string(info.param.model); });
+
+TEST(LowRank, WithoutSplitSigmaTheTrainedFactorCarriesS) {
+  for (Factor trained : {Factor::B, Factor::A}) {
+    auto model = build("mlp", 4);
+    LowRankModel lr(model, {kStemName, kHeadName}, /*split_sigma=*/false);
+    EXPECT_FALSE(lr.splitSigma());
+    const size_t i = layerIndex(lr, "hidden");
+    const auto w0 = lr.matrix(i);
+    const auto s = torch::linalg::svdvals(w0, c10::nullopt);
+    lr.factorise(lr.fullRanks(), trained);
+    const auto a = lr.factorA(i).detach(), b = lr.factorB(i).detach();
+    const auto eye = torch::eye(256);
+    EXPECT_LT(maxAbs(lr.matrix(i) - w0) / maxAbs(w0), 1e-4);
+    if (trained == Factor::B) {
+      EXPECT_LT(maxAbs(a.t().mm(a) - eye), 1e-4) << "A must have orthonormal columns";
+      EXPECT_LT(maxAbs(b.mm(b.t()) - torch::diag(s * s)), 1e-4 * s[0].item<double>() * s[0].item<double>());
+    } else {
+      EXPECT_LT(maxAbs(b.mm(b.t()) - eye), 1e-4) << "B must have orthonormal rows";
+      EXPECT_LT(maxAbs(a.t().mm(a) - torch::diag(s * s)), 1e-4 * s[0].item<double>() * s[0].item<double>());
+    }
+  }
+}
+
+TEST(LowRank, TruncationKeepsTheBestRankRApproximation) {
+  auto model = build("mlp", 5);
+  LowRankModel lr(model);
+  EXPECT_EQ(layerNames(lr), (std::vector<std::string>{"hidden"}));
+  const int64_t stem = 784 * 512 + 512, hidden = 512 * 256 + 256, head = 256 * 10 + 10;
+  EXPECT_EQ(lr.fullRankParameters(), stem + hidden + head);
+  EXPECT_EQ(lr.currentParameters(), stem + hidden + head);
+  EXPECT_EQ(lr.fullRanks(), (std::vector<int64_t>{256}));
+
+  const auto w0 = lr.matrix(0);
+  const auto s = torch::linalg::svdvals(w0, c10::nullopt);
+  for (int64_t r : {20, 100}) {
+    auto m2 = build("mlp", 5);
+    LowRankModel l2(m2);
+    l2.factorise({r}, Factor::B);
+    EXPECT_EQ(l2.layers()[0].rank, r);
+    EXPECT_EQ(l2.factorA(0).sizes(), (std::vector<int64_t>{256, r}));
+    EXPECT_EQ(l2.factorB(0).sizes(), (std::vector<int64_t>{r, 512}));
+    const double want = s.slice(0, r).pow(2).sum().sqrt().item<double>();
+    const double got = (l2.matrix(0) - w0).norm().item<double>();
+    EXPECT_NEAR(got, want, 2e-3 * want) << "rank " << r;
+    // The kept singular values are the top r.
+    const auto kept = torch::linalg::svdvals(l2.matrix(0), c10::nullopt).slice(0, 0, r);
+    EXPECT_LT(maxAbs(kept - s.slice(0, 0, r)), 1e-4 * s[0].item<double>());
+
+    EXPECT_TRUE(hasParam(*m2, "hidden.A"));
+    EXPECT_TRUE(hasParam(*m2, "hidden.B"));
+    EXPECT_FALSE(hasParam(*m2, "hidden.weight"));
+    EXPECT_TRUE(hasParam(*m2, "hidden.bias"));
+    EXPECT_TRUE(hasParam(*m2, "stem.weight"));
+    EXPECT_TRUE(hasParam(*m2, "head.weight"));
+    EXPECT_EQ(l2.currentParameters(), stem + 256 + r * (256 + 512) + head);
+    EXPECT_EQ(l2.currentParameters(), parameterCount(*m2));
+    EXPECT_EQ(l2.fullRankParameters(), stem + hidden + head);
+  }
+
+  // From factorised state: truncating again works on A*B.
+  lr.factorise({50}, Factor::A);
+  lr.factorise({10}, Factor::B);
+  EXPECT_EQ(lr.layers()[0].rank, 10);
+  const double want = s.slice(0, 10).pow(2).sum().sqrt().item<double>();
+  EXPECT_NEAR((lr.matrix(0) - w0).norm().item<double>(), want, 2e-3 * want);
+  EXPECT_EQ(lr.currentParameters(), stem + 256 + 10 * 768 + head);
+  EXPECT_EQ(lr.fullRankParameters(), stem + hidden + head);
+
+  // Ranks are clamped to [1, min(rows, cols)].
+  lr.factorise({0}, Factor::B);
+  EXPECT_EQ(lr.layers()[0].rank, 1);
+  lr.merge();
+  lr.factorise({100000}, Factor::B);
+  EXPECT_EQ(lr.layers()[0].rank, 256);
+}
+
+TEST(LowRank, RanksAboveCountsSingularValuesOnAKnownSpectrum) {
+  auto model = build("mlp", 6);
+  LowRankModel lr(model);
+  torch::manual_seed(60);
+  const std::vector<float> spectrum = {10, 5, 2, 1.6f, 1.4f, 1, 0.7f, 0.3f, 0.2f, 0.1f};
+  const auto w = setSpectrum(*model, "hidden", spectrum);
+  // Independent count from the weight we built.
+  const auto sv = torch::linalg::svdvals(w, c10::nullopt);
+  auto count = [&](double cutoff) { return sv.gt(cutoff * sv[0].item<double>()).sum().item<int64_t>(); };
+  ASSERT_EQ(count(0.15), 4);  // > 1.5: 10, 5, 2, 1.6
+  EXPECT_EQ(lr.ranksAbove(0.15), (std::vector<int64_t>{4}));
+  EXPECT_EQ(lr.ranksAbove(0.04), (std::vector<int64_t>{count(0.04)}));
+  EXPECT_EQ(lr.ranksAbove(0.04), (std::vector<int64_t>{7}));
+  EXPECT_EQ(lr.ranksAbove(0.3), (std::vector<int64_t>{2}));
+  EXPECT_EQ(lr.ranksAbove(0.9), (std::vector<int64_t>{1}));
+
+  // Same answer from factorised state (W = A B), and truncating to it drops 1.4, 1, 0.7, ...
+  lr.factorise(lr.fullRanks(), Factor::B);
+  EXPECT_EQ(lr.ranksAbove(0.15), (std::vector<int64_t>{4}));
+  lr.factorise(lr.ranksAbove(0.15), Factor::B);
+  EXPECT_EQ(lr.layers()[0].rank, 4);
+  const double dropped = std::sqrt(1.4 * 1.4 + 1 + 0.49 + 0.09 + 0.04 + 0.01);
+  EXPECT_NEAR((lr.matrix(0) - w).norm().item<double>(), dropped, 1e-3);
+}
+
+void clearGrads(Model& m) {
+  for (auto& p : m.parameters()) p.mutable_grad() = torch::Tensor();
+}
+
+TEST(LowRank, OnlyTheTrainedFactorGetsGradients) {
+  auto model = build("mlp", 7);
+  LowRankModel lr(model);
+  torch::manual_seed(70);
+  const auto x = torch::randn({6, 1, 28, 28});
+  const auto y = torch::randint(0, 10, {6}, torch::kInt64);
+
+  // Reference: the gradient of the full-rank hidden weight on the same batch.
+  torch::nn::functional::cross_entropy(lr.forward(x), y).backward();
+  const auto grad_w = param(*model, "hidden.weight").grad().clone();
+  ASSERT_GT(maxAbs(grad_w), 0);
+  clearGrads(*model);
+
+  lr.factorise(lr.fullRanks(), Factor::B);
+  EXPECT_EQ(lr.trained(), Factor::B);
+  torch::nn::functional::cross_entropy(lr.forward(x), y).backward();
+  auto a = param(*model, "hidden.A"), b = param(*model, "hidden.B");
+  EXPECT_FALSE(a.requires_grad());
+  EXPECT_FALSE(a.grad().defined());
+  ASSERT_TRUE(b.requires_grad());
+  ASSERT_TRUE(b.grad().defined());
+  EXPECT_GT(maxAbs(b.grad()), 0);
+  // dL/dB = A^T dL/dW.
+  const auto want_b = a.detach().t().mm(grad_w);
+  EXPECT_LT(maxAbs(b.grad() - want_b), 1e-3 * maxAbs(want_b));
+  for (const char* name : {"stem.weight", "head.weight", "hidden.bias", "stem.bias"}) {
+    auto p = param(*model, name);
+    ASSERT_TRUE(p.grad().defined()) << name;
+    EXPECT_GT(maxAbs(p.grad()), 0) << name;
+  }
+
+  clearGrads(*model);
+  lr.setTrained(Factor::A);
+  EXPECT_EQ(lr.trained(), Factor::A);
+  EXPECT_TRUE(lr.factorA(0).requires_grad());
+  EXPECT_FALSE(lr.factorB(0).requires_grad());
+  torch::nn::functional::cross_entropy(lr.forward(x), y).backward();
+  a = param(*model, "hidden.A"), b = param(*model, "hidden.B");
+  EXPECT_FALSE(b.grad().defined());
+  ASSERT_TRUE(a.grad().defined());
+  const auto want_a = grad_w.mm(b.detach().t());  // dL/dA = dL/dW B^T
+  EXPECT_LT(maxAbs(a.grad() - want_a), 1e-3 * maxAbs(want_a));
+  EXPECT_TRUE(param(*model, "stem.weight").grad().defined());
+  EXPECT_TRUE(param(*model, "head.weight").grad().defined());
+}
+
+TEST(LowRank, SetTrainedNeedsAFactorisedModel) {
+  auto model = build("mlp", 8);
+  LowRankModel lr(model);
+  EXPECT_THROW(lr.setTrained(Factor::A), Error);
+}
+
+TEST(LowRank, MergeRestoresWeightEqualToABAndKeepsTheOutput) {
+  auto model = build("cnn", 9);
+  LowRankModel lr(model);
+  EXPECT_EQ(layerNames(lr), (std::vector<std::string>{"conv2", "fc"}));
+  lr.factorise({12, 30}, Factor::A);
+  {  // Move the factors away from the SVD so merge has something to carry.
+    torch::NoGradGuard g;
+    lr.factorA(0).add_(0.01);
+    lr.factorB(1).mul_(1.5);
+  }
+  model->eval();
+  torch::manual_seed(90);
+  const auto x = torch::randn({3, 1, 28, 28});
+  torch::Tensor before;
+  {
+    torch::NoGradGuard g;
+    before = lr.forward(x).clone();
+  }
+  std::vector<torch::Tensor> ab;
+  for (size_t i = 0; i < 2; ++i) ab.push_back(lr.factorA(i).detach().mm(lr.factorB(i).detach()));
+  const auto stem_before = param(*model, "stem.weight").detach().clone();
+
+  lr.merge();
+  EXPECT_FALSE(lr.factorised());
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& l = lr.layers()[i];
+    EXPECT_EQ(l.rank, 0);
+    EXPECT_FALSE(lr.factorA(i).defined());
+    EXPECT_FALSE(lr.factorB(i).defined());
+    EXPECT_FALSE(hasParam(*model, l.name + ".A"));
+    EXPECT_FALSE(hasParam(*model, l.name + ".B"));
+    const auto w = param(*model, l.name + ".weight");
+    ASSERT_EQ(w.sizes().vec(), l.shape);
+    EXPECT_TRUE(w.requires_grad());
+    EXPECT_TRUE(torch::allclose(w.detach().reshape({l.rows, l.cols}), ab[i], 1e-6, 1e-7)) << l.name;
+    // The member forward reads is the registered parameter.
+    EXPECT_TRUE(weightMember(*model, l.name).is_same(w)) << l.name;
+  }
+  EXPECT_TRUE(torch::equal(param(*model, "stem.weight").detach(), stem_before));
+  torch::NoGradGuard g;
+  const auto after = model->forward(x);
+  EXPECT_LT(maxAbs(after - before), 1e-5 * std::max(1.0, maxAbs(before)));
+  EXPECT_LT(maxAbs(lr.forward(x) - before), 1e-5 * std::max(1.0, maxAbs(before)));
+  // merge() on a full-rank model changes nothing.
+  const auto w_fc = param(*model, "fc.weight").detach().clone();
+  lr.merge();
+  EXPECT_TRUE(torch::equal(param(*model, "fc.weight").detach(), w_fc));
+}
+
+TEST(LowRank, FullRankLayersSelectWhatIsFactorised) {
+  auto model = build("cnn", 10);
+  LowRankModel all(model, {});
+  EXPECT_EQ(layerNames(all), (std::vector<std::string>{"stem", "conv2", "fc", "head"}));
+  LowRankModel some(model, {kStemName, kHeadName, "fc"});
+  EXPECT_EQ(layerNames(some), (std::vector<std::string>{"conv2"}));
+}
+
+TEST(LowRank, UnknownFullRankLayerIsAConfigError) {
+  auto model = build("mlp", 11);
+  try {
+    LowRankModel lr(model, {kStemName, "no_such_layer"});
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("ab.full_rank_layers"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("no_such_layer"), std::string::npos) << msg;
+  }
+  // A prefix of a name is not a module path.
+  EXPECT_THROW((void)LowRankModel(model, {"hid"}), ConfigError);
+}
+
+}  // namespace
+}  // namespace lowcomm::nn
