@@ -37,6 +37,31 @@ struct LowRankModel::Slot {
   torch::Tensor a, b;  // factor parameters while factorised
 };
 
+// An SVD of a layer's weight, and what the weight was when it was taken: the tensors it was
+// computed from and their version counters (bumped by every in-place update, e.g. optimizer steps).
+struct LowRankModel::Svd {
+  torch::Tensor u, s, vh;
+  std::vector<std::pair<const void*, uint32_t>> stamp;
+};
+
+namespace {
+std::vector<std::pair<const void*, uint32_t>> stampOf(const std::vector<torch::Tensor>& ts) {
+  std::vector<std::pair<const void*, uint32_t>> out;
+  for (const auto& t : ts) out.emplace_back(t.unsafeGetTensorImpl(), t._version());
+  return out;
+}
+}  // namespace
+
+LowRankModel::Svd LowRankModel::decompose(size_t i) {
+  const auto& s = *slots_[i];
+  const auto stamp = factorised_ ? stampOf({s.a, s.b}) : stampOf({*s.weight});
+  if (svd_cache_.size() == slots_.size() && svd_cache_[i] && svd_cache_[i]->stamp == stamp) return *svd_cache_[i];
+  if (svd_cache_.size() != slots_.size()) svd_cache_.assign(slots_.size(), nullptr);
+  auto [u, sv, vh] = torch::linalg::svd(matrix(i), /*full_matrices=*/false, c10::nullopt);
+  svd_cache_[i] = std::make_shared<Svd>(Svd{u, sv, vh, stamp});
+  return *svd_cache_[i];
+}
+
 LowRankModel::LowRankModel(std::shared_ptr<Model> model, std::vector<std::string> full_rank_layers, bool split_sigma)
     : model_(std::move(model)), split_sigma_(split_sigma) {
   LC_ENFORCE(model_, "LowRankModel needs a model");
@@ -95,10 +120,10 @@ std::vector<int64_t> LowRankModel::fullRanks() const {
   return r;
 }
 
-std::vector<int64_t> LowRankModel::ranksAbove(double cutoff) const {
+std::vector<int64_t> LowRankModel::ranksAbove(double cutoff) {
   std::vector<int64_t> r;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    const auto s = torch::linalg::svdvals(matrix(i), c10::nullopt);
+    const auto s = decompose(i).s;
     const double limit = cutoff * s[0].item<double>();
     r.push_back(std::max<int64_t>(1, s.gt(limit).sum().item<int64_t>()));
   }
@@ -111,8 +136,8 @@ void LowRankModel::factorise(const std::vector<int64_t>& ranks, Factor trained) 
   for (size_t i = 0; i < layers_.size(); ++i) {
     auto& s = *slots_[i];
     auto& layer = layers_[i];
-    const torch::Tensor w = matrix(i);
-    auto [u, sv, vh] = torch::linalg::svd(w, /*full_matrices=*/false, c10::nullopt);
+    const Svd d = decompose(i);
+    auto u = d.u, sv = d.s, vh = d.vh;
     const int64_t r = std::clamp<int64_t>(ranks[i], 1, std::min(layer.rows, layer.cols));
     u = u.slice(1, 0, r);
     sv = sv.slice(0, 0, r);
@@ -136,6 +161,7 @@ void LowRankModel::factorise(const std::vector<int64_t>& ranks, Factor trained) 
   }
   factorised_ = true;
   trained_ = trained;
+  svd_cache_.clear();
 }
 
 void LowRankModel::merge() {

@@ -144,15 +144,19 @@ void AbTraining::finish(int64_t step) {
 void AbTraining::enterAb(int64_t step, bool truncate) {
   TraceScope scope(trace_, truncate ? "ab-truncate" : "ab-svd", "ab", 0);
   retire();  // its hooks hold the parameters about to be replaced
-  std::vector<int64_t> ranks = lowrank_.fullRanks();
-  if (truncate) {
-    ranks = lowrank_.ranksAbove(opts_.low_rank_cutoff);
-    PhaseScope ps(*world_, "svd");
-    world_->allreduce(ranks.data(), ranks.size(), comm::DType::i64, comm::ReduceOp::max);
+  {
+    TraceScope svd(trace_, "svd", "ab", 0);
+    std::vector<int64_t> ranks = lowrank_.fullRanks();
+    if (truncate) {
+      ranks = lowrank_.ranksAbove(opts_.low_rank_cutoff);
+      PhaseScope ps(*world_, "svd");
+      world_->allreduce(ranks.data(), ranks.size(), comm::DType::i64, comm::ReduceOp::max);
+    }
+    lowrank_.factorise(ranks, groups_.trains_a ? nn::Factor::A : nn::Factor::B);
+    checkFactorsAgree();
   }
-  lowrank_.factorise(ranks, groups_.trains_a ? nn::Factor::A : nn::Factor::B);
-  checkFactorsAgree();
   opt_state_.rebind(opt_, trainable());
+  TraceScope rb(trace_, "ddp-rebuild", "ab", 0);
   rebuild(AbPhase::ab);
   phase_start_ = step;
   last_switch_ = step;

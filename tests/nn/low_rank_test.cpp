@@ -227,6 +227,30 @@ TEST(LowRank, RanksAboveCountsSingularValuesOnAKnownSpectrum) {
   EXPECT_NEAR((lr.matrix(0) - w).norm().item<double>(), dropped, 1e-3);
 }
 
+// ranksAbove() keeps its SVD for the factorise() that follows, but only while the weights are
+// unchanged: an in-place update in between (an optimizer step) must be seen.
+TEST(LowRank, FactoriseAfterAWeightUpdateDoesNotReuseAStaleSvd) {
+  auto model = build("mlp", 8);
+  LowRankModel lr(model);
+  const auto w0 = lr.matrix(0);
+  const auto ranks = lr.ranksAbove(0.1);
+  {
+    torch::NoGradGuard no_grad;
+    param(*model, "hidden.weight").mul_(2.0);  // what an optimizer step does: in place
+  }
+  lr.factorise(lr.fullRanks(), Factor::B);
+  EXPECT_LT(maxAbs(lr.matrix(0) - 2.0 * w0), 1e-4);
+  // From factorised state too: update B in place after ranksAbove.
+  lr.ranksAbove(0.1);
+  {
+    torch::NoGradGuard no_grad;
+    lr.factorB(0).detach().mul_(0.5);
+  }
+  lr.factorise(lr.fullRanks(), Factor::B);
+  EXPECT_LT(maxAbs(lr.matrix(0) - w0), 1e-4);
+  EXPECT_EQ(ranks.size(), 1u);
+}
+
 void clearGrads(Model& m) {
   for (auto& p : m.parameters()) p.mutable_grad() = torch::Tensor();
 }

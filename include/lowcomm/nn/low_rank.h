@@ -67,7 +67,8 @@ class LowRankModel {
   // min(rows, cols) per layer: the rank of an untruncated SVD.
   std::vector<int64_t> fullRanks() const;
   // Per layer: how many singular values of the current W (or A*B) are > cutoff * s_max (>= 1).
-  std::vector<int64_t> ranksAbove(double cutoff) const;
+  // Keeps the decomposition, so a factorise() before the weights change reuses it.
+  std::vector<int64_t> ranksAbove(double cutoff);
   // Current weight of layer i as a detached rows x cols matrix (A*B while factorised).
   torch::Tensor matrix(size_t i) const;
   // Factor parameters of layer i (undefined while full-rank).
@@ -81,12 +82,15 @@ class LowRankModel {
 
  private:
   struct Slot;
+  struct Svd;
+  Svd decompose(size_t i);  // the cached SVD of layer i if its weights did not change since
   std::shared_ptr<Model> model_;
   bool split_sigma_;
   bool factorised_ = false;
   Factor trained_ = Factor::B;
   std::vector<LowRankLayer> layers_;
   std::vector<std::shared_ptr<Slot>> slots_;
+  std::vector<std::shared_ptr<Svd>> svd_cache_;
 };
 
 }  // namespace lowcomm::nn
