@@ -13,6 +13,7 @@
 #include "lowcomm/train/config.h"
 #include "lowcomm/train/optim.h"
 #include "lowcomm/train/trainer.h"
+#include "train/checkpoint_params.h"
 #include "train/temp_dir.h"
 
 using namespace lowcomm;
@@ -59,11 +60,7 @@ TrainConfig abRun(const fs::path& out, const std::string& optimizer) {
 }
 
 std::vector<torch::Tensor> paramsOf(const fs::path& ckpt, const TrainConfig& c) {
-  auto model = nn::makeModel({c.model.name, 1, 28, 10});
-  auto opt = makeOptimizer(c, model->parameters());
-  parallel::AllreduceHook hook;
-  loadCheckpoint(ckpt.string(), *model, *opt, hook);
-  return model->parameters();
+  return test::checkpointParams(ckpt.string(), c);
 }
 
 std::vector<nlohmann::json> records(const fs::path& jsonl, const std::string& type) {

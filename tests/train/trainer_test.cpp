@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "lowcomm/base/error.h"
+#include "train/checkpoint_params.h"
 #include "train/temp_dir.h"
 #include "lowcomm/nn/models.h"
 #include "lowcomm/train/checkpoint.h"
@@ -35,11 +36,7 @@ TrainConfig smallRun(const fs::path& out, int64_t max_steps) {
 }
 
 std::vector<torch::Tensor> paramsOf(const fs::path& ckpt, const TrainConfig& c) {
-  auto model = nn::makeModel({c.model.name, 1, 28, 10});
-  auto opt = makeOptimizer(c, model->parameters());
-  parallel::AllreduceHook hook;
-  loadCheckpoint(ckpt.string(), *model, *opt, hook);
-  return model->parameters();
+  return test::checkpointParams(ckpt.string(), c);
 }
 }  // namespace
 
