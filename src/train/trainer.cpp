@@ -235,10 +235,15 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
     if (pos.batch + accum > loader.batchesPerEpoch()) {  // end of an epoch
       last_eval = evaluate(*model, forward, ddp(), *world, test, cfg);
       last_eval_step = step;
-      if (jsonl)
-        jsonl->write({{"type", "eval"}, {"step", step}, {"epoch", pos.epoch + 1}, {"test_accuracy", last_eval.accuracy},
-                      {"test_loss", last_eval.loss}, {"samples", last_eval.samples}, {"bytes_sent", bytes().first},
-                      {"time_s", since(t_start)}});
+      if (jsonl) {
+        nlohmann::json rec = {{"type", "eval"}, {"step", step}, {"epoch", pos.epoch + 1},
+                              {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss},
+                              {"samples", last_eval.samples}, {"bytes_sent", bytes().first}, {"time_s", since(t_start)}};
+        // In the ab phase every rank evaluates its own group's model (A and B not yet merged):
+        // the accuracy is the average over the ranks' shards of those models.
+        if (ab) rec["ab_phase"] = parallel::abPhaseName(ab->phase());
+        jsonl->write(rec);
+      }
       progress.finish();
       if (rank == 0 && cfg.logging.progress)
         std::printf("epoch %lld: test accuracy %.2f %%, test loss %.4f\n", static_cast<long long>(pos.epoch + 1),

@@ -29,9 +29,25 @@ std::string errorOf(const std::string& text, std::vector<std::string> sets = {})
 }  // namespace
 
 TEST(Config, ShippedConfigsLoad) {
-  for (const char* name : {"fmnist_cnn_ddp.toml", "fmnist_vgg_ddp.toml"}) {
+  for (const char* name : {"fmnist_cnn_ddp.toml", "fmnist_vgg_ddp.toml", "fmnist_cnn_ab.toml", "fmnist_vgg_ab.toml"}) {
     const auto c = loadConfig(std::string(LC_SOURCE_DIR) + "/configs/" + name);
     EXPECT_FALSE(c.model.name.empty()) << name;
+  }
+}
+
+// Each AB config's baseline is the DDP config: identical but for the strategy, [ab] and the
+// output directory.
+TEST(Config, AbConfigsDifferFromTheirDdpBaselinesOnlyInStrategy) {
+  for (const char* model : {"cnn", "vgg"}) {
+    const std::string dir = std::string(LC_SOURCE_DIR) + "/configs/fmnist_" + model;
+    const auto ab = loadConfig(dir + "_ab.toml");
+    auto ddp = loadConfig(dir + "_ddp.toml");
+    EXPECT_EQ(ab.strategy.name, "ab") << model;
+    EXPECT_EQ(ddp.strategy.name, "ddp") << model;
+    ddp.strategy.name = ab.strategy.name;
+    ddp.ab = ab.ab;
+    ddp.logging.out_dir = ab.logging.out_dir;
+    EXPECT_EQ(toToml(ddp), toToml(ab)) << model;
   }
 }
 
