@@ -45,6 +45,7 @@ void printSummary(const nlohmann::json& s) {
                 ab["a_groups"].get<int>(), ab["sync_mode"].get<std::string>().c_str(), steps.c_str());
     std::string ranks;
     for (const auto& [k, v] : ab["ranks"].items()) ranks += (ranks.empty() ? "" : ", ") + k + " " + v.dump();
+    if (ranks.empty()) ranks = "- (never factorised: the run ended in warmup)";
     std::printf("  %-22s %.4f of full-rank parameters (%.2f:1); ranks %s\n", "AB compression",
                 ab["compression"].get<double>(), ab["compression_n_to_1"].get<double>(), ranks.c_str());
   }
