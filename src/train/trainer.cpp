@@ -364,6 +364,9 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
       {"parameters", nn::parameterCount(*model)}, {"buckets", ddp().buckets().size()},
       {"codec", cfg.compress.codec}, {"compression", compressionJson(compressors, cfg)}};
   if (ab) summary["ab"] = abSummaryJson(*ab);
+  // AB-training rebuilds its DDP (and codec) at every switch: the ratio over the whole run is the
+  // summed one, not the last hook's.
+  if (!compressors.empty()) summary["compression_ratio"] = summary["compression"]["ratio"];
   if (rank == 0) {
     const std::string text = summary.dump(2) + "\n";
     writeFileAtomically((out_dir / "summary.json").string(), text);

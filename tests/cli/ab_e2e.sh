@@ -20,6 +20,7 @@ run() {
 run ddp
 run ab --set strategy.name=ab --set ab.group_size=2 --set ab.sync_mode=with-stale
 run onlyb --set strategy.name=ab --set ab.group_size=-1 --set ab.sync_mode=only-b
+run ab_bf16 --set strategy.name=ab --set ab.group_size=2 --set ab.sync_mode=only-learned --set compress.codec=bf16
 grep -q "AB compression" "$tmp/out_ab" || { cat "$tmp/out_ab"; echo "FAIL: no AB lines in the printed summary"; exit 1; }
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys
@@ -33,6 +34,10 @@ for k in ("ab", "onlyb"):
     assert 0 < ab["compression"] < 1 and abs(ab["compression_n_to_1"] * ab["compression"] - 1) < 1e-9, ab
     assert s[k]["bytes_sent"] < s["ddp"]["bytes_sent"], (k, s[k]["bytes_sent"], s["ddp"]["bytes_sent"])
     assert s[k]["bytes_by_phase"]["ab"]["sent"] > 0, s[k]["bytes_by_phase"]
+# A codec inside the groups: its ratio covers every DDP the strategy built, and it saves bytes.
+b = json.load(open(f"{tmp}/ab_bf16.json"))
+assert abs(b["compression_ratio"] - b["compression"]["ratio"]) < 1e-9 and b["compression_ratio"] > 1.9, b["compression"]
+assert b["bytes_sent"] * 1.5 < s["ab"]["bytes_sent"], (b["bytes_sent"], s["ab"]["bytes_sent"])
 assert s["ab"]["ab"]["groups"] == 2 and s["ab"]["ab"]["a_groups"] == 1, s["ab"]["ab"]
 assert s["onlyb"]["ab"]["groups"] == 1 and s["onlyb"]["ab"]["a_groups"] == 0, s["onlyb"]["ab"]
 events = [json.loads(l) for l in open(f"{tmp}/run_ab/metrics.jsonl") if '"type":"ab"' in l]
