@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -180,8 +181,11 @@ int worker(const CollectiveBenchOptions& o) {
   auto& c = *w.comm;
   const int n = c.size(), rank = c.rank();
   std::unique_ptr<C10dGloo> base;
+  std::string base_iface = o.iface;
+  if (const char* env = std::getenv("GLOO_SOCKET_IFNAME"); base_iface.empty() && o.address.empty() && env && *env)
+    base_iface = env;  // as PyTorch's Python frontend does
   if (o.baseline && o.dtype == DType::f32)
-    base = std::make_unique<C10dGloo>(*w.store, rank, n, o.iface, o.address, o.timeout_s);
+    base = std::make_unique<C10dGloo>(*w.store, rank, n, base_iface, o.address, o.timeout_s);
   if (rank == 0) {
     std::printf("# lowcomm bench collectives: world %d, dtype %s, %zu sizes, baseline %s\n", n,
                 comm::dtypeName(o.dtype), o.sizes.size(), base ? "c10d-gloo" : "off");
@@ -265,6 +269,8 @@ int benchCollectives(int argc, char** argv) {
   app.add_option("--shm-piece", o.shm_piece_bytes, "shared-memory pipelining unit, bytes")->capture_default_str();
   app.add_option("--segment", o.segment_bytes, "pipelining segment of ring/tree algorithms, bytes")->capture_default_str();
   app.add_option("--timeout", o.timeout_s, "per-operation timeout in seconds")->capture_default_str();
+  ClusterArgs cluster;
+  addClusterOptions(app, cluster);
   if (!parseArgs(app, argc, argv)) return 0;
   o.sizes = parseSizes(sizes);
   o.ops = splitList(ops);
@@ -275,7 +281,7 @@ int benchCollectives(int argc, char** argv) {
   if (o.warmup < 0 || o.min_iters < 1 || o.max_iters < o.min_iters)
     throw ConfigError("need --warmup >= 0 and 1 <= --min-iters <= --iters");
 
-  if (const int rc = relaunchAsWorkers(o.nproc, "bench collectives", argc, argv); rc >= 0) return rc;
+  if (const int rc = relaunchAsWorkers(o.nproc, "bench collectives", argc, argv, cluster); rc >= 0) return rc;
   return worker(o);
 }
 

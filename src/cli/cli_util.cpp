@@ -34,10 +34,26 @@ bool parseArgs(CLI::App& app, int argc, char** argv) {
   return true;
 }
 
-int relaunchAsWorkers(int nproc, const std::string& subcommand, int argc, char** argv) {
-  if (nproc <= 0 || std::getenv(kWorkerMarker)) return -1;
+void addClusterOptions(CLI::App& app, ClusterArgs& c) {
+  app.add_option("--cluster", c.name, "run the workers on this emulated cluster (tools/cluster up --prefix NAME)");
+  app.add_option("--procs-per-node", c.procs_per_node, "with --cluster: workers per node (default: the cluster's)");
+  app.add_option("--wire-json", c.wire_json, "with --cluster: write the run's wire bytes per node (kernel counters) here");
+}
+
+int relaunchAsWorkers(int nproc, const std::string& subcommand, int argc, char** argv, const ClusterArgs& cluster) {
+  if (std::getenv(kWorkerMarker)) return -1;
+  if (nproc <= 0) {
+    if (!cluster.name.empty()) throw ConfigError("--cluster needs --nproc N");
+    if (!cluster.wire_json.empty() || cluster.procs_per_node) throw ConfigError("--wire-json and --procs-per-node need --cluster");
+    return -1;
+  }
+  if (cluster.name.empty() && (!cluster.wire_json.empty() || cluster.procs_per_node))
+    throw ConfigError("--wire-json and --procs-per-node need --cluster");
   launch::LaunchOptions lo;
   lo.nproc = nproc;
+  lo.cluster = cluster.name;
+  lo.procs_per_node = cluster.procs_per_node;
+  lo.wire_json = cluster.wire_json;
   lo.quiet_nonzero = true;
   lo.extra_env[kWorkerMarker] = "1";
   lo.command = {selfPath()};

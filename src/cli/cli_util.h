@@ -14,6 +14,14 @@ bool parseArgs(CLI::App& app, int argc, char** argv);
 // When `nproc` > 0 and this process is not already one of the workers (marker variable unset),
 // runs `lowcomm <subcommand> argv[1..]` as `nproc` local workers through the launcher and
 // returns its exit status; otherwise returns -1 and the caller runs as a worker.
-int relaunchAsWorkers(int nproc, const std::string& subcommand, int argc, char** argv);
+// With `cluster.name` set the workers run on that emulated cluster (launch/cluster.h).
+struct ClusterArgs {
+  std::string name;         // --cluster PREFIX
+  int procs_per_node = 0;   // --procs-per-node (0: the cluster's)
+  std::string wire_json;    // --wire-json FILE
+};
+void addClusterOptions(CLI::App& app, ClusterArgs& c);
+int relaunchAsWorkers(int nproc, const std::string& subcommand, int argc, char** argv,
+                      const ClusterArgs& cluster = {});
 
 }  // namespace lowcomm::cli

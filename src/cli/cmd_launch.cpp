@@ -15,6 +15,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/launch/cluster.h"
 #include "lowcomm/launch/launcher.h"
 
 namespace lowcomm::cli {
@@ -34,8 +35,11 @@ int cmdLaunch(int argc, char** argv) {
       "Worker command: everything after `--`, e.g.\n"
       "  lowcomm launch --nproc 2 -- sh -c 'echo $RANK of $WORLD_SIZE'\n"
       "Worker output is prefixed \"[rank N] \". The first worker to fail stops the others;\n"
-      "the exit status is then that worker's (128+signal if it was killed).");
-  app.add_option("--nproc", opts.nproc, "number of worker processes")->required();
+      "the exit status is then that worker's (128+signal if it was killed).\n"
+      "On an emulated cluster (tools/cluster up --nodes 2):\n"
+      "  lowcomm launch --cluster lc --nproc 2 --wire-json wire.json -- lowcomm bench collectives");
+  int nproc = 0;
+  app.add_option("--nproc", nproc, "number of worker processes (with --cluster: default all its slots)");
   app.add_option("--master-addr", opts.master_addr, "rendezvous address (rank 0's host)")
       ->capture_default_str();
   app.add_option("--master-port", opts.master_port, "rendezvous port; 0 picks a free one")
@@ -45,9 +49,20 @@ int cmdLaunch(int argc, char** argv) {
                  "after a failure, time between SIGTERM and SIGKILL for the other workers")
       ->capture_default_str();
   app.add_option("--env", env, "extra KEY=VALUE for every worker (repeatable)");
+  app.add_option("--cluster", opts.cluster,
+                 "run the workers on this emulated cluster (tools/cluster up --prefix NAME): each in its node's "
+                 "network namespace; MASTER_ADDR is node 0's address");
+  app.add_option("--procs-per-node", opts.procs_per_node, "with --cluster: workers per node (default: the cluster's)");
+  app.add_option("--wire-json", opts.wire_json, "with --cluster: write the run's wire bytes per node here");
 
   if (!parseArgs(app, dash, argv)) return 0;
 
+  if (nproc <= 0 && !opts.cluster.empty()) {
+    const auto c = launch::loadCluster(opts.cluster);
+    nproc = static_cast<int>(c.nodes.size()) * (opts.procs_per_node > 0 ? opts.procs_per_node : c.procs_per_node);
+  }
+  if (nproc <= 0) throw ConfigError("--nproc N is required (N >= 1)");
+  opts.nproc = nproc;
   if (dash >= argc) throw ConfigError("missing `-- CMD ARGS...` after the launcher options");
   opts.command.assign(argv + dash + 1, argv + argc);
   if (opts.command.empty()) throw ConfigError("missing worker command after `--`");

@@ -63,6 +63,7 @@ int cmdTrain(int argc, char** argv) {
   std::vector<std::string> sets;
   int nproc = 0;
   bool resume = false, list_keys = false;
+  ClusterArgs cluster;
   CLI::App app{"Data-parallel training on LibTorch", "lowcomm train"};
   app.add_option("--config", config, "TOML configuration file (configs/*.toml)");
   app.add_option("--set", sets, "override a key: section.key=value (repeatable)");
@@ -71,6 +72,7 @@ int cmdTrain(int argc, char** argv) {
   app.add_option("--timeline", timeline, "write a Chrome trace (Perfetto / chrome://tracing) of every rank");
   app.add_flag("--resume", resume, "continue from the latest checkpoint in checkpoint.dir");
   app.add_flag("--list-keys", list_keys, "print every configuration key and exit");
+  addClusterOptions(app, cluster);
   if (!parseArgs(app, argc, argv)) return 0;
   if (list_keys) {
     for (const auto& k : train::configKeys()) std::cout << k << "\n";
@@ -78,7 +80,7 @@ int cmdTrain(int argc, char** argv) {
   }
   const auto cfg = train::loadConfig(config, sets);  // fail before launching anything
 
-  if (const int rc = relaunchAsWorkers(nproc, "train", argc, argv); rc >= 0) return rc;
+  if (const int rc = relaunchAsWorkers(nproc, "train", argc, argv, cluster); rc >= 0) return rc;
 
   std::shared_ptr<comm::Communicator> world;
   if (net::detectWorkerEnv()) {

@@ -29,6 +29,8 @@
 #include <vector>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/launch/cluster.h"
+#include "wire_report.h"
 
 extern char** environ;
 
@@ -180,8 +182,9 @@ void validate(const LaunchOptions& o) {
 // Runs one launch; its destructor guarantees no worker outlives it (SIGKILL + reap).
 class Supervisor {
  public:
-  Supervisor(const LaunchOptions& opts, int port, std::ostream& log)
-      : opts_(opts), port_(port), log_(log),
+  Supervisor(const LaunchOptions& opts, const std::string& master_addr, int port, const Cluster* cluster,
+             std::vector<Placement> placement, std::ostream& log)
+      : opts_(opts), master_addr_(master_addr), port_(port), cluster_(cluster), placement_(std::move(placement)), log_(log),
         out_(opts.out ? *opts.out : std::cout), err_(opts.err ? *opts.err : std::cerr) {}
 
   ~Supervisor() {
@@ -263,14 +266,24 @@ class Supervisor {
       std::vector<std::string> env = base;
       env.push_back("RANK=" + std::to_string(rank));
       env.push_back("WORLD_SIZE=" + std::to_string(opts_.nproc));
-      env.push_back("LOCAL_RANK=" + std::to_string(rank));
-      env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(opts_.nproc));
-      env.push_back("MASTER_ADDR=" + opts_.master_addr);
+      env.push_back("LOCAL_RANK=" + std::to_string(placement_[rank].local_rank));
+      env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(placement_[rank].local_world_size));
+      env.push_back("MASTER_ADDR=" + master_addr_);
       env.push_back("MASTER_PORT=" + std::to_string(port_));
+      if (cluster_ && !opts_.extra_env.count("GLOO_SOCKET_IFNAME")) {
+        env.erase(std::remove_if(env.begin(), env.end(),
+                                 [](const std::string& e) { return e.rfind("GLOO_SOCKET_IFNAME=", 0) == 0; }),
+                  env.end());
+        env.push_back("GLOO_SOCKET_IFNAME=" + cluster_->iface);
+      }
       Worker& w = workers_[rank];
       w.rank = w.out.rank = w.err.rank = rank;
       w.err.is_err = true;
-      spawn(workers_[rank], argv, env);
+      // A process starts in the network namespace of the thread that spawns it.
+      if (cluster_)
+        runInNetns(cluster_->nodes[placement_[rank].node].netns, [&] { spawn(w, argv, env); });
+      else
+        spawn(w, argv, env);
     }
   }
 
@@ -485,7 +498,10 @@ class Supervisor {
   }
 
   const LaunchOptions& opts_;
+  const std::string master_addr_;
   const int port_;
+  const Cluster* cluster_;
+  const std::vector<Placement> placement_;
   std::ostream& log_;
   std::ostream& out_;
   std::ostream& err_;
@@ -500,9 +516,32 @@ class Supervisor {
 
 int launch(const LaunchOptions& opts, std::ostream& log) {
   validate(opts);
-  const int port = opts.master_port != 0 ? opts.master_port : findFreePort(opts.master_addr);
-  Supervisor supervisor(opts, port, log);
-  return supervisor.run();
+  if (opts.cluster.empty()) {
+    if (!opts.wire_json.empty()) throw ConfigError("wire bytes (--wire-json) are measured only with --cluster");
+    const int port = opts.master_port != 0 ? opts.master_port : findFreePort(opts.master_addr);
+    Supervisor supervisor(opts, opts.master_addr, port, nullptr, placeRanks(opts.nproc, 1, opts.nproc), log);
+    return supervisor.run();
+  }
+  const Cluster cluster = loadCluster(opts.cluster);
+  const int ppn = opts.procs_per_node > 0 ? opts.procs_per_node : cluster.procs_per_node;
+  auto placement = placeRanks(opts.nproc, static_cast<int>(cluster.nodes.size()), ppn);
+  const std::string& master = cluster.nodes[0].address;
+  int port = opts.master_port;
+  if (port == 0) runInNetns(cluster.nodes[0].netns, [&] { port = findFreePort(master); });
+  const int used_nodes = placement.back().node + 1;
+  std::vector<LinkCounters> before(used_nodes);
+  for (int i = 0; i < used_nodes; ++i) before[i] = readCounters(cluster.nodes[i].netns, cluster.iface);
+  const auto t0 = Clock::now();
+  int rc;
+  {
+    Supervisor supervisor(opts, master, port, &cluster, placement, log);
+    rc = supervisor.run();
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::vector<LinkCounters> delta(used_nodes);
+  for (int i = 0; i < used_nodes; ++i) delta[i] = readCounters(cluster.nodes[i].netns, cluster.iface) - before[i];
+  reportWire(opts, cluster, placement, delta, wall, log);
+  return rc;
 }
 
 }  // namespace lowcomm::launch

@@ -1,7 +1,13 @@
 // Local multi-process launcher, torchrun-style.
 //
 // Contract: starts `nproc` copies of `command` with RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT set (plus `extra_env`). Each worker's stdout and
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT set (plus `extra_env`). With `cluster` (an emulated
+// cluster made by tools/cluster, see cluster.h) the ranks are placed on its nodes, P per node in
+// rank order, and each runs inside its node's network namespace: MASTER_ADDR is node 0's address,
+// GLOO_SOCKET_IFNAME the nodes' interface (unless extra_env sets it), LOCAL_RANK/LOCAL_WORLD_SIZE
+// follow the placement. The nodes' kernel link counters are read before the first rank starts and
+// after the last one ends; their difference (the run's wire bytes) is logged and, with
+// `wire_json`, written there. Each worker's stdout and
 // stderr lines are prefixed with "[rank N] " (ranks != 0 silenced with `quiet_nonzero`).
 // Fail fast: the first worker to exit non-zero or die from a signal makes the launcher print
 // one line naming the rank and its exit status or signal, stop the others (SIGTERM, then
@@ -34,6 +40,10 @@ struct LaunchOptions {
   // Each line is written and flushed whole, so lines of different ranks never interleave.
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
+  // Emulated cluster: the prefix given to `tools/cluster up`; empty runs every rank here.
+  std::string cluster;
+  int procs_per_node = 0;  // 0: the cluster's own (tools/cluster up --procs-per-node)
+  std::string wire_json;   // cluster only: write the run's wire bytes per node here (JSON)
 };
 
 // Runs the workers to completion. Returns 0 when all exited 0; otherwise the failing worker's

@@ -1,0 +1,75 @@
+#include "wire_report.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "lowcomm/base/error.h"
+
+namespace lowcomm::launch {
+
+namespace {
+
+std::string mb(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return buf;
+}
+
+// Names from tools/cluster and numbers only: nothing here needs JSON escaping beyond quotes.
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+void reportWire(const LaunchOptions& opts, const Cluster& cluster, const std::vector<Placement>& placement,
+                const std::vector<LinkCounters>& delta, double wall_s, std::ostream& log) {
+  LinkCounters total;
+  for (const auto& d : delta) {
+    total.tx_bytes += d.tx_bytes;
+    total.rx_bytes += d.rx_bytes;
+    total.tx_packets += d.tx_packets;
+    total.rx_packets += d.rx_packets;
+  }
+  log << "lowcomm launch: wire bytes on cluster " << cluster.prefix << " (" << delta.size() << " nodes, "
+      << cluster.rate << "): sent " << mb(total.tx_bytes) << ", received " << mb(total.rx_bytes) << "; per node sent";
+  for (const auto& d : delta) log << " " << mb(d.tx_bytes);
+  log << std::endl;
+  if (opts.wire_json.empty()) return;
+
+  std::ostringstream j;
+  j << "{\n \"cluster\": " << quoted(cluster.prefix) << ",\n \"rate\": " << quoted(cluster.rate)
+    << ",\n \"rate_bps\": " << static_cast<uint64_t>(cluster.rate_bps) << ",\n \"iface\": " << quoted(cluster.iface)
+    << ",\n \"nproc\": " << placement.size() << ",\n \"procs_per_node\": "
+    << (placement.empty() ? 0 : placement[0].local_world_size) << ",\n \"wall_s\": " << wall_s
+    << ",\n \"tx_bytes\": " << total.tx_bytes << ",\n \"rx_bytes\": " << total.rx_bytes
+    << ",\n \"tx_packets\": " << total.tx_packets << ",\n \"rx_packets\": " << total.rx_packets << ",\n \"nodes\": [";
+  for (size_t i = 0; i < delta.size(); ++i) {
+    j << (i ? "," : "") << "\n  {\"node\": " << i << ", \"netns\": " << quoted(cluster.nodes[i].netns)
+      << ", \"address\": " << quoted(cluster.nodes[i].address) << ", \"ranks\": [";
+    bool first = true;
+    for (size_t r = 0; r < placement.size(); ++r)
+      if (placement[r].node == static_cast<int>(i)) {
+        j << (first ? "" : ", ") << r;
+        first = false;
+      }
+    j << "], \"tx_bytes\": " << delta[i].tx_bytes << ", \"rx_bytes\": " << delta[i].rx_bytes
+      << ", \"tx_packets\": " << delta[i].tx_packets << ", \"rx_packets\": " << delta[i].rx_packets << "}";
+  }
+  j << "\n ]\n}\n";
+  const std::string tmp = opts.wire_json + ".tmp";
+  {
+    std::ofstream f(tmp);
+    if (!(f << j.str()) || !f.flush()) throw ConfigError("cannot write wire bytes to '" + opts.wire_json + "'");
+  }
+  if (std::rename(tmp.c_str(), opts.wire_json.c_str()) != 0)
+    throw ConfigError("cannot rename '" + tmp + "' to '" + opts.wire_json + "'");
+}
+
+}  // namespace lowcomm::launch

@@ -1,0 +1,17 @@
+// The wire bytes of one launch on an emulated cluster: a log line and an optional JSON file.
+#pragma once
+
+#include <ostream>
+#include <vector>
+
+#include "lowcomm/launch/cluster.h"
+#include "lowcomm/launch/launcher.h"
+
+namespace lowcomm::launch {
+
+// `delta[i]` is node i's counter difference over the run (only nodes that ran ranks). Writes
+// opts.wire_json (atomically, via a temporary file) when set; ConfigError when it cannot.
+void reportWire(const LaunchOptions& opts, const Cluster& cluster, const std::vector<Placement>& placement,
+                const std::vector<LinkCounters>& delta, double wall_s, std::ostream& log);
+
+}  // namespace lowcomm::launch
