@@ -3,11 +3,16 @@
 accuracy, each against step and against MB sent (cumulative bytes_sent / 2^20).
 
 usage: tools/plot.py RUN.jsonl [RUN2.jsonl ...] -o OUT.png [--labels a,b] [--title T] [--smooth N]
+       tools/plot.py --e2e E2E.json -o OUT.png [--title T]
 
   -o OUT.png    output image (Agg backend, no display needed)
   --labels a,b  one legend label per run (default: each file's stem)
   --title T     figure title
   --smooth N    trailing moving average of the loss over N step lines (default 1 = none)
+
+  --e2e FILE    instead: bench/e2e's result file; one row of panels per setting, test accuracy
+                against wall time and against wire MB per rank (each evaluation's payload
+                bytes x the run's measured wire/payload ratio; payload where no wire was measured)
 
 Only lines with "type": "step" or "eval" are read; other types and unknown keys are ignored. A run
 needs at least one step line; a run without eval lines just has no line in the accuracy panels.
@@ -74,14 +79,73 @@ def smooth(ys, n):
     return out
 
 
+def pyplot():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        fail(f"matplotlib is not available to {sys.executable} (Debian: apt install python3-matplotlib)")
+    return plt
+
+
+def plot_e2e(path, out, title):
+    """bench/e2e rows: accuracy vs wall time and vs wire bytes, one row of panels per setting."""
+    try:
+        doc = json.loads(pathlib.Path(path).read_text())
+        rows, target = doc["rows"], doc["target"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"{path}: not a bench/e2e result file ({e})")
+    if not rows:
+        fail(f"{path}: no rows")
+    settings = list(dict.fromkeys(r["setting"] for r in rows))
+    plt = pyplot()
+    fig, axes = plt.subplots(len(settings), 2, figsize=(12, 4.2 * len(settings)), squeeze=False)
+    for (ax_t, ax_w), setting in zip(axes, settings):
+        for i, r in enumerate(x for x in rows if x["setting"] == setting):
+            ev = r.get("evals") or []
+            if not ev:
+                continue
+            scale = r.get("wire_over_payload") or 1.0
+            acc = [e["accuracy"] for e in ev]
+            kw = dict(color=f"C{i % 10}", ms=3, label=r["strategy"])
+            ax_t.plot([e["time_s"] for e in ev], acc, "o-", **kw)
+            ax_w.plot([max(e["bytes_sent"] * scale, 1) / 1e6 for e in ev], acc, "o-", **kw)
+        wired = any(r.get("wire_over_payload") for r in rows if r["setting"] == setting)
+        for ax, xlabel in ((ax_t, "wall time (s)"),
+                           (ax_w, ("wire" if wired else "payload") + " MB per rank (log)")):
+            ax.axhline(target, color="grey", ls=":", lw=1)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("test accuracy")
+            ax.set_title(setting)
+            ax.grid(True, alpha=0.3)
+            if ax.lines:
+                ax.legend(fontsize=8)
+        ax_w.set_xscale("log")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    try:
+        fig.savefig(out, dpi=100)
+    except OSError as e:
+        fail(f"cannot write {out}: {e.strerror}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("runs", nargs="+", metavar="RUN.jsonl")
+    ap.add_argument("runs", nargs="*", metavar="RUN.jsonl")
+    ap.add_argument("--e2e", metavar="E2E.json")
     ap.add_argument("-o", "--out", required=True, metavar="OUT.png")
     ap.add_argument("--labels", help="comma-separated, one per run")
     ap.add_argument("--title")
     ap.add_argument("--smooth", type=int, default=1, metavar="N")
     a = ap.parse_args()
+    if a.e2e:
+        if a.runs:
+            fail("--e2e takes no RUN.jsonl arguments")
+        return plot_e2e(a.e2e, a.out, a.title)
+    if not a.runs:
+        fail("no RUN.jsonl given")
     if a.smooth < 1:
         fail(f"--smooth must be >= 1, got {a.smooth}")
     labels = a.labels.split(",") if a.labels else [pathlib.Path(p).stem for p in a.runs]
@@ -89,13 +153,7 @@ def main():
         fail(f"--labels has {len(labels)} labels for {len(a.runs)} runs")
     data = [load(p) for p in a.runs]
 
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        fail(f"matplotlib is not available to {sys.executable} (Debian: apt install python3-matplotlib)")
-
+    plt = pyplot()
     totals = [max(r[2] for r in steps + evals) for steps, evals in data]
     log_bytes = min(totals) > 0 and max(totals) / min(totals) > 20
     fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))

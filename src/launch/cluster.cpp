@@ -57,7 +57,13 @@ Cluster loadCluster(const std::string& prefix, const std::string& dir) {
   c.iface = kv.count("iface") ? kv["iface"] : "";
   if (c.iface.empty()) throw ConfigError("cluster file '" + file + "': missing key 'iface'");
   c.rate = kv.count("rate") ? kv["rate"] : "?";
-  c.rate_bps = kv.count("rate_bps") ? std::atof(kv["rate_bps"].c_str()) : 0.0;
+  if (kv.count("rate_bps")) {
+    const std::string& v = kv["rate_bps"];
+    char* end = nullptr;
+    c.rate_bps = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(c.rate_bps > 0))
+      throw ConfigError("cluster file '" + file + "': key 'rate_bps' must be a positive number, got '" + v + "'");
+  }
   c.procs_per_node = toInt(kv, "procs_per_node", file);
   const int nodes = toInt(kv, "nodes", file);
   for (int i = 0; i < nodes; ++i) {

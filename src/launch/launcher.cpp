@@ -46,7 +46,7 @@ constexpr auto kDrainAfterExit = std::chrono::milliseconds(500);  // orphans hol
 constexpr size_t kMaxLine = 64 * 1024;  // longer unterminated output is forwarded in pieces
 
 const char* const kTorchrunVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                                     "MASTER_ADDR", "MASTER_PORT"};
+                                     "MASTER_ADDR", "MASTER_PORT", "LOWCOMM_PROCS_ON_HOST"};
 
 // Signals sent to the launcher that are passed on to every worker (torchrun's set).
 constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
@@ -270,6 +270,7 @@ class Supervisor {
       env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(placement_[rank].local_world_size));
       env.push_back("MASTER_ADDR=" + master_addr_);
       env.push_back("MASTER_PORT=" + std::to_string(port_));
+      env.push_back("LOWCOMM_PROCS_ON_HOST=" + std::to_string(opts_.nproc));  // they share this machine's cores
       if (cluster_ && !opts_.extra_env.count("GLOO_SOCKET_IFNAME")) {
         env.erase(std::remove_if(env.begin(), env.end(),
                                  [](const std::string& e) { return e.rfind("GLOO_SOCKET_IFNAME=", 0) == 0; }),

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "lowcomm/base/error.h"
@@ -22,7 +23,12 @@ Worker initWorker(const WorkerOptions& opts) {
     throw ConfigError(
         "no launcher environment: set RANK and WORLD_SIZE (and MASTER_ADDR, MASTER_PORT), start through "
         "`lowcomm launch`, torchrun, srun (SLURM_PROCID/SLURM_NTASKS) or mpirun (OMPI_COMM_WORLD_*, PMI_*)");
-  if (opts.pin_threads) pinTorchThreads(env->local_world);
+  // On an emulated cluster every "node" shares this machine's cores: the launcher says how many
+  // processes it started here (LOWCOMM_PROCS_ON_HOST), which LOCAL_WORLD_SIZE no longer is.
+  int sharing = env->local_world;
+  if (const char* on_host = std::getenv("LOWCOMM_PROCS_ON_HOST"); on_host && std::atoi(on_host) > 0)
+    sharing = std::atoi(on_host);
+  if (opts.pin_threads) pinTorchThreads(sharing);
   Worker w;
   w.env = *env;
   w.store = std::make_shared<TcpStore>(env->master_addr, env->master_port, env->rank == 0, env->world,

@@ -7,7 +7,8 @@
 // GLOO_SOCKET_IFNAME the nodes' interface (unless extra_env sets it), LOCAL_RANK/LOCAL_WORLD_SIZE
 // follow the placement. The nodes' kernel link counters are read before the first rank starts and
 // after the last one ends; their difference (the run's wire bytes) is logged and, with
-// `wire_json`, written there. Each worker's stdout and
+// `wire_json`, written there. Every worker also gets LOWCOMM_PROCS_ON_HOST = nproc (all of them
+// share this machine's cores, whatever node they emulate), which sizes their thread pools. Each worker's stdout and
 // stderr lines are prefixed with "[rank N] " (ranks != 0 silenced with `quiet_nonzero`).
 // Fail fast: the first worker to exit non-zero or die from a signal makes the launcher print
 // one line naming the rank and its exit status or signal, stop the others (SIGTERM, then
@@ -16,7 +17,7 @@
 //
 // Each worker runs in its own process group (so signals reach the whole tree it starts) with
 // stdin from /dev/null (a background group reading the terminal would be stopped). extra_env
-// may not set the six variables above. Only one launch() may run at a time in a process: the
+// may not set the seven variables above. Only one launch() may run at a time in a process: the
 // signal forwarding needs process-wide handlers for those signals, installed for the call.
 #pragma once
 

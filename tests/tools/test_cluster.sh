@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# tools/cluster end to end on a 2-node emulated cluster: idempotent `up`, the tbf rate limit,
+# `lowcomm train` and `lowcomm bench collectives` through `--cluster` (payload vs wire bytes,
+# correct allreduce results), a clean `down`, cleanup after a failure half-way through `up`, and
+# the not-root message. Needs root; exit 77 (skipped) only when not root or when network
+# namespaces cannot be made here.
+#   test_cluster.sh LOWCOMM_BINARY TOOLS_CLUSTER
+set -euo pipefail
+LOWCOMM=$1
+CLUSTER=$2
+PY=/usr/bin/python3
+
+if [[ $(id -u) != 0 ]]; then
+  echo "SKIP: tools/cluster needs root (network namespaces and tc); run this test as root"
+  exit 77
+fi
+P=lct$(($$ % 100000))   # unique per run, matches tools/cluster's ^[a-z][a-z0-9]{0,7}$
+if ! err=$(ip netns add "$P-probe" 2>&1); then
+  echo "SKIP: 'ip netns add' fails here, network namespaces unavailable: $err"
+  exit 77
+fi
+ip netns del "$P-probe"
+
+tmp=$(mktemp -d)
+export LOWCOMM_CLUSTER_DIR=$tmp/state
+cleanup() {
+  "$CLUSTER" down --prefix "$P" >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+passed=0
+fail() { echo "FAIL: $*"; exit 1; }
+ok() { echo "ok: $*"; passed=$((passed + 1)); }
+ours() { ip netns list | awk '{print $1}' | grep -E "^$P-(br|n[0-9]+)$" || true; }
+
+[[ -z $(ours) ]] || fail "namespaces named $P-* exist before the test: $(ours)"
+host_links_before=$(ip -o link show)
+
+# a. up, up again (no-op), status --json.
+"$CLUSTER" up --nodes 2 --rate 1gbit --prefix "$P" >"$tmp/up1" 2>&1 || { cat "$tmp/up1"; fail "up"; }
+[[ -f $LOWCOMM_CLUSTER_DIR/$P.env ]] || fail "no state file $LOWCOMM_CLUSTER_DIR/$P.env after up"
+ino=$(stat -c %i "/run/netns/$P-n0")
+"$CLUSTER" up --nodes 2 --rate 1gbit --prefix "$P" >"$tmp/up2" 2>&1 || { cat "$tmp/up2"; fail "second up"; }
+grep -q "already up" "$tmp/up2" || { cat "$tmp/up2"; fail "second up did not say 'already up'"; }
+[[ $(stat -c %i "/run/netns/$P-n0") == "$ino" ]] || fail "second up rebuilt the cluster (namespace $P-n0 is new)"
+"$CLUSTER" status --json --prefix "$P" >"$tmp/status.json" || { cat "$tmp/status.json"; fail "status --json"; }
+$PY - "$tmp/status.json" "$P" <<'PY' || fail "status --json"
+import json, sys
+s = json.load(open(sys.argv[1])); p = sys.argv[2]
+assert s["up"] is True and s["cluster"] == p, s
+assert s["nodes"] == 2 and len(s["node"]) == 2, s
+assert [n["netns"] for n in s["node"]] == [f"{p}-n0", f"{p}-n1"], s
+assert [n["address"] for n in s["node"]] == ["198.18.0.1", "198.18.0.2"], s
+assert s["rate_bps"] == 10**9 and s["iface"] == "eth0", s
+PY
+[[ $(ours | wc -l) == 3 ]] || fail "expected 3 namespaces ($P-br, $P-n0, $P-n1), got: $(ours | tr '\n' ' ')"
+[[ $(ip -o link show) == "$host_links_before" ]] || fail "up changed the host's links"
+ok "up is idempotent ('already up', same namespaces), status --json shows 2 nodes at 1gbit"
+
+# b. the rate limit: 48 MiB from node 0 to node 1, timed at the receiver (first to last byte).
+cat >"$tmp/xfer.py" <<'PY'
+import socket, sys, time
+mode, total = sys.argv[1], 48 << 20
+if mode == "recv":
+    ready = sys.argv[2]
+    srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("198.18.0.2", 5201)); srv.listen(1)
+    open(ready, "w").close()
+    srv.settimeout(20)
+    conn, _ = srv.accept(); conn.settimeout(20)
+    got, t0 = 0, None
+    while got < total:
+        b = conn.recv(1 << 20)
+        if not b: break
+        if t0 is None: t0 = time.monotonic()
+        got += len(b)
+    dt = time.monotonic() - t0
+    print(f"{got} {dt:.6f}")
+else:
+    s = socket.create_connection(("198.18.0.2", 5201), timeout=20)
+    buf = b"\x5a" * (1 << 20)
+    for _ in range(total >> 20): s.sendall(buf)
+    s.close()
+PY
+ip netns exec "$P-n1" $PY "$tmp/xfer.py" recv "$tmp/ready" >"$tmp/xfer.out" 2>&1 &
+recv_pid=$!
+for _ in $(seq 100); do [[ -e $tmp/ready ]] && break; sleep 0.05; done
+[[ -e $tmp/ready ]] || { cat "$tmp/xfer.out"; fail "receiver did not start"; }
+ip netns exec "$P-n0" $PY "$tmp/xfer.py" send || fail "sender failed"
+wait "$recv_pid" || { cat "$tmp/xfer.out"; fail "receiver failed"; }
+read -r got secs <"$tmp/xfer.out"
+[[ $got == $((48 << 20)) ]] || fail "receiver got $got bytes, expected $((48 << 20))"
+gbps=$(awk -v b="$got" -v s="$secs" 'BEGIN { printf "%.3f", b * 8 / s / 1e9 }')
+awk -v r="$gbps" 'BEGIN { exit !(r <= 1.05 && r >= 0.5) }' \
+  || fail "48 MiB node 0 -> node 1 at $gbps Gbit/s, expected 0.5 .. 1.05 on a 1gbit link"
+ok "rate limit: 48 MiB node 0 -> node 1 in ${secs}s = $gbps Gbit/s goodput (link 1gbit)"
+
+# c. lowcomm train through --cluster: the meter's payload against the kernel's wire bytes.
+# The meter counts collective payload only; the wire adds TCP/IP headers and ACKs (~0.25 % here:
+# veth carries GSO super-packets) and setup traffic the meter excludes (store rendezvous, Gloo
+# connections, the summary's own gathers): measured 10-16 KB per node (fit of 1-step and 20-step
+# runs); SETUP_BYTES allows 4x that. bytes_sent_per_rank is the mean over ranks, and the ranks are
+# not symmetric (rank 0 broadcasts the initial parameters), so each node is checked against its
+# own rank's payload: rank 0's is its bytes_by_phase total, rank 1's the rest of bytes_sent.
+SETUP_BYTES=$((64 << 10))
+"$LOWCOMM" train --cluster "$P" --nproc 2 --set data.dataset=synthetic --set model.name=mlp \
+  --set data.batch_size=32 --set data.train_limit=1024 --set data.test_limit=256 --set schedule.epochs=100 \
+  --set schedule.max_steps=20 --set checkpoint.every_steps=0 --set logging.log_every=10 \
+  --set logging.out_dir="$tmp/run" --set checkpoint.dir="$tmp/ckpt" \
+  --summary "$tmp/s.json" --wire-json "$tmp/wire.json" >"$tmp/train.out" 2>&1 \
+  || { cat "$tmp/train.out"; fail "lowcomm train --cluster failed"; }
+grep -q "wire bytes on cluster $P" "$tmp/train.out" || { cat "$tmp/train.out"; fail "no wire bytes line"; }
+$PY - "$tmp/s.json" "$tmp/wire.json" "$P" "$SETUP_BYTES" <<'PY' || fail "payload vs wire bytes"
+import json, sys
+s = json.load(open(sys.argv[1])); w = json.load(open(sys.argv[2])); p = sys.argv[3]; setup = int(sys.argv[4])
+assert s["world"] == 2 and s["steps"] == 20, s
+assert w["cluster"] == p and w["nproc"] == 2 and len(w["nodes"]) == 2, w
+assert [n["ranks"] for n in w["nodes"]] == [[0], [1]], w
+assert w["tx_bytes"] == sum(n["tx_bytes"] for n in w["nodes"]), w
+rank0 = sum(ph["sent"] for ph in s["bytes_by_phase"].values())  # rank 0 writes the summary: its meter
+payload = [rank0, s["bytes_sent"] - rank0]
+assert min(payload) > 0, s
+def check(what, pay, tx):
+    print(f"  {what}: payload {pay} B, wire tx {tx} B, wire/payload {tx / pay:.4f}, wire - payload {tx - pay} B")
+    assert pay <= tx <= 1.1 * pay + setup, f"{what}: not payload <= wire <= 1.1 x payload + {setup} B"
+for n in w["nodes"]:
+    check(f"node {n['node']} (rank {n['node']})", payload[n["node"]], n["tx_bytes"])
+check("mean per node (bytes_sent_per_rank)", s["bytes_sent_per_rank"], w["tx_bytes"] / 2)
+PY
+ok "train --cluster: per node payload <= wire tx <= 1.1 x payload + $SETUP_BYTES B (numbers above)"
+
+# d. allreduce through the cluster gives correct results.
+"$LOWCOMM" bench collectives --cluster "$P" --nproc 2 --sizes 4KiB,1MiB --algos ring,hd --no-baseline \
+  --seconds 0.2 --json "$tmp/bench.json" >"$tmp/bench.out" 2>&1 || { rc=$?; cat "$tmp/bench.out"; fail "bench collectives: exit $rc"; }
+$PY - "$tmp/bench.json" <<'PY' || { cat "$tmp/bench.out"; fail "bench rows"; }
+import json, sys
+rows = json.load(open(sys.argv[1]))
+cases = {(r["algo"], r["bytes"]) for r in rows if r["op"] == "allreduce" and r["world"] == 2}
+want = {(a, b) for a in ("ring", "hd") for b in (4096, 1 << 20)}
+assert want <= cases, f"missing rows: {want - cases}"
+bad = [r for r in rows if r["wrong"] != 0]
+assert not bad, f"wrong elements: {bad}"
+PY
+ok "bench collectives --cluster: allreduce ring/hd at 4KiB and 1MiB, every row wrong == 0"
+
+# e. down leaves nothing behind.
+"$CLUSTER" down --prefix "$P" >"$tmp/down" 2>&1 || { cat "$tmp/down"; fail "down"; }
+grep -q "3 namespaces removed" "$tmp/down" || { cat "$tmp/down"; fail "down did not remove 3 namespaces"; }
+[[ -z $(ours) ]] || fail "namespaces left after down: $(ours)"
+[[ ! -e $LOWCOMM_CLUSTER_DIR/$P.env ]] || fail "state file left after down"
+[[ $(ip -o link show) == "$host_links_before" ]] || { diff <(echo "$host_links_before") <(ip -o link show); fail "host links changed"; }
+rc=0; "$CLUSTER" status --prefix "$P" >/dev/null 2>&1 || rc=$?
+[[ $rc == 3 ]] || fail "status after down: exit $rc, expected 3"
+ok "down: no $P-* namespace, no state file, host links unchanged, status says down"
+
+# f. a failure half-way through up removes the partial cluster: a `tc` that works for node 0
+# and fails for node 1 (after $P-br, $P-n0, $P-n1 and their veths exist).
+mkdir "$tmp/fakebin"
+cat >"$tmp/fakebin/tc" <<EOF
+#!/bin/sh
+n=\$(cat "$tmp/tc.calls" 2>/dev/null || echo 0); echo \$((n + 1)) >"$tmp/tc.calls"
+[ "\$n" -lt 2 ] || { echo "fake tc: failing call \$((n + 1))" >&2; exit 1; }
+exec $(command -v tc) "\$@"
+EOF
+chmod +x "$tmp/fakebin/tc"
+rc=0; PATH=$tmp/fakebin:$PATH "$CLUSTER" up --nodes 3 --prefix "$P" >"$tmp/upfail" 2>&1 || rc=$?
+[[ $rc != 0 ]] || { cat "$tmp/upfail"; fail "up succeeded with a failing tc"; }
+[[ $(cat "$tmp/tc.calls") == 3 ]] || { cat "$tmp/upfail"; fail "fake tc called $(cat "$tmp/tc.calls") times, expected 3"; }
+[[ -z $(ours) ]] || fail "namespaces left after a failed up: $(ours)"
+[[ ! -e $LOWCOMM_CLUSTER_DIR/$P.env && ! -e $LOWCOMM_CLUSTER_DIR/$P.env.tmp ]] || fail "state file left after a failed up"
+[[ $(ip -o link show) == "$host_links_before" ]] || fail "host links changed after a failed up"
+grep -q "up failed; removing the partial cluster" "$tmp/upfail" || { cat "$tmp/upfail"; fail "no cleanup message"; }
+ok "failed up (tc fails at node 1, exit $rc): partial cluster removed"
+
+# g. not root: a clear message and a non-zero exit, nothing made.
+rc=0; setpriv --reuid=65534 --regid=65534 --clear-groups env LOWCOMM_CLUSTER_DIR="$LOWCOMM_CLUSTER_DIR" \
+  bash -s up --nodes 2 --prefix "$P" <"$CLUSTER" >"$tmp/nonroot" 2>&1 || rc=$?
+[[ $rc != 0 ]] || { cat "$tmp/nonroot"; fail "up as nobody succeeded"; }
+grep -q "must run as root" "$tmp/nonroot" || { cat "$tmp/nonroot"; fail "not-root message does not mention root"; }
+[[ -z $(ours) ]] || fail "namespaces made by a non-root up: $(ours)"
+ok "not root: exit $rc, '$(head -1 "$tmp/nonroot")'"
+
+echo "cluster: $passed passed, 0 failed"
