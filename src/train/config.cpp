@@ -160,6 +160,7 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("comm.address", comm.address, std::string),
       LC_FIELD("logging.out_dir", logging.out_dir, std::string),
       LC_FIELD("logging.log_every", logging.log_every, int64_t),
+      LC_FIELD("logging.eval_every", logging.eval_every, int64_t),
       LC_FIELD("logging.progress", logging.progress, bool),
       LC_FIELD("checkpoint.every_steps", checkpoint.every_steps, int64_t),
       LC_FIELD("checkpoint.dir", checkpoint.dir, std::string),
@@ -276,6 +277,7 @@ void validate(const TrainConfig& c, const std::string& where) {
   oneOf(where, "comm.algo", c.comm.algo, {"auto", "ring", "hd", "hier", "ordered", "shm"});
   oneOf(where, "comm.shm", c.comm.shm, {"auto", "on", "off"});
   positive("logging.log_every", static_cast<double>(c.logging.log_every));
+  nonneg("logging.eval_every", static_cast<double>(c.logging.eval_every));
   nonneg("checkpoint.every_steps", static_cast<double>(c.checkpoint.every_steps));
   if (c.logging.out_dir.empty()) bad(where, "logging.out_dir", "must not be empty");
 }

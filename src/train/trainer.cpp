@@ -229,21 +229,23 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
     j["time_s"] = since(t_start);
     return j;
   };
+  // Evaluates now and writes the record. In the ab phase every rank evaluates its own group's
+  // model (A and B not yet merged): the accuracy is the average over the ranks' shards of those.
+  auto evalNow = [&](int64_t epoch, bool final = false) {
+    last_eval = evaluate(*model, forward, ddp(), *world, test, cfg);
+    last_eval_step = step;
+    if (!jsonl) return;
+    nlohmann::json rec = {{"type", "eval"}, {"step", step}, {"epoch", epoch},
+                          {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss},
+                          {"samples", last_eval.samples}, {"bytes_sent", bytes().first}, {"time_s", since(t_start)}};
+    if (ab && !final) rec["ab_phase"] = parallel::abPhaseName(ab->phase());  // the final model is merged
+    jsonl->write(rec);
+  };
   model->train();
   while (step < total) {
     auto pos = loader.position();
     if (pos.batch + accum > loader.batchesPerEpoch()) {  // end of an epoch
-      last_eval = evaluate(*model, forward, ddp(), *world, test, cfg);
-      last_eval_step = step;
-      if (jsonl) {
-        nlohmann::json rec = {{"type", "eval"}, {"step", step}, {"epoch", pos.epoch + 1},
-                              {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss},
-                              {"samples", last_eval.samples}, {"bytes_sent", bytes().first}, {"time_s", since(t_start)}};
-        // In the ab phase every rank evaluates its own group's model (A and B not yet merged):
-        // the accuracy is the average over the ranks' shards of those models.
-        if (ab) rec["ab_phase"] = parallel::abPhaseName(ab->phase());
-        jsonl->write(rec);
-      }
+      if (last_eval_step != step) evalNow(pos.epoch + 1);
       progress.finish();
       if (rank == 0 && cfg.logging.progress)
         std::printf("epoch %lld: test accuracy %.2f %%, test loss %.4f\n", static_cast<long long>(pos.epoch + 1),
@@ -319,6 +321,14 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
       win_loss = win_compute = win_time = 0;
       win_steps = 0;
     }
+    if (cfg.logging.eval_every > 0 && step % cfg.logging.eval_every == 0 && step < total &&
+        loader.position().batch + accum <= loader.batchesPerEpoch()) {  // an epoch end evaluates anyway
+      evalNow(loader.position().epoch + 1);
+      progress.finish();
+      if (rank == 0 && cfg.logging.progress)
+        std::printf("step %lld: test accuracy %.2f %%, test loss %.4f\n", static_cast<long long>(step),
+                    100.0 * last_eval.accuracy, last_eval.loss);
+    }
     if (cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0 && step < total) saveAt(step);
   }
   progress.finish();
@@ -328,13 +338,7 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
       if (jsonl) jsonl->write(withBytes(abEventJson(e, *ab)));
     last_eval_step = -1;
   }
-  if (last_eval_step != step) {
-    last_eval = evaluate(*model, forward, ddp(), *world, test, cfg);
-    if (jsonl)
-      jsonl->write({{"type", "eval"}, {"step", step}, {"epoch", loader.position().epoch + 1},
-                    {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss},
-                    {"samples", last_eval.samples}, {"bytes_sent", bytes().first}, {"time_s", since(t_start)}});
-  }
+  if (last_eval_step != step) evalNow(loader.position().epoch + 1, /*final=*/true);
   const double wall = since(t_start);
   saveAt(step);
   if (rank == 0) savePythonStateDict((out_dir / "model_state.pt").string(), *model);

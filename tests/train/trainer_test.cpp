@@ -133,3 +133,30 @@ TEST_P(CompressedResume, ContinuesExactly) {
 
 INSTANTIATE_TEST_SUITE_P(Codecs, CompressedResume,
                          ::testing::Values("fp16", "topk", "dgc", "onebit", "signum", "powersgd", "auto"));
+
+TEST(Trainer, EvalEveryAddsEvaluationsWithoutChangingTraining) {
+  Dir d;
+  auto plain = smallRun(d.path / "plain", 40);
+  auto often = smallRun(d.path / "often", 40);
+  often.logging.eval_every = 6;
+  runTraining(plain, single(), {});
+  runTraining(often, single(), {});
+  auto evalSteps = [&](const char* run) {
+    std::vector<int64_t> steps;
+    std::ifstream m(d.path / run / "metrics.jsonl");
+    for (std::string line; std::getline(m, line);) {
+      auto j = nlohmann::json::parse(line);
+      if (j["type"] == "eval") steps.push_back(j["step"].get<int64_t>());
+    }
+    return steps;
+  };
+  // 16 steps per epoch (1024 samples / 32 / accumulation 2): epoch ends at 16 and 32, the end at 40;
+  // every 6 steps besides, without a second evaluation where an epoch ends anyway.
+  EXPECT_EQ(evalSteps("plain"), (std::vector<int64_t>{16, 32, 40}));
+  EXPECT_EQ(evalSteps("often"), (std::vector<int64_t>{6, 12, 16, 18, 24, 30, 32, 36, 40}));
+  const auto pa = paramsOf(d.path / "plain/checkpoints/step40.rank0.pt", plain);
+  const auto pb = paramsOf(d.path / "often/checkpoints/step40.rank0.pt", often);
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i;
+  EXPECT_THROW(loadConfig("", {"logging.eval_every=-1"}), ConfigError);
+}

@@ -83,6 +83,7 @@ struct TrainConfig {
   struct {
     std::string out_dir = "runs/default";
     int64_t log_every = 10;  // steps between progress lines / JSONL step records
+    int64_t eval_every = 0;  // steps between test evaluations besides each epoch's end; 0 = epoch ends only
     bool progress = true;
   } logging;
   struct {
