@@ -31,7 +31,7 @@ trap cleanup EXIT
 passed=0
 fail() { echo "FAIL: $*"; exit 1; }
 ok() { echo "ok: $*"; passed=$((passed + 1)); }
-ours() { ip netns list | awk '{print $1}' | grep -E "^$P-(br|n[0-9]+)$" || true; }
+ours() { ip netns list | awk '{print $1}' | grep -E "^$P-(br|n[0-9]+)$" | paste -sd " " || true; }
 
 [[ -z $(ours) ]] || fail "namespaces named $P-* exist before the test: $(ours)"
 host_links_before=$(ip -o link show)
@@ -53,7 +53,7 @@ assert [n["netns"] for n in s["node"]] == [f"{p}-n0", f"{p}-n1"], s
 assert [n["address"] for n in s["node"]] == ["198.18.0.1", "198.18.0.2"], s
 assert s["rate_bps"] == 10**9 and s["iface"] == "eth0", s
 PY
-[[ $(ours | wc -l) == 3 ]] || fail "expected 3 namespaces ($P-br, $P-n0, $P-n1), got: $(ours | tr '\n' ' ')"
+[[ $(ours | wc -w) == 3 ]] || fail "expected 3 namespaces ($P-br, $P-n0, $P-n1), got: $(ours)"
 [[ $(ip -o link show) == "$host_links_before" ]] || fail "up changed the host's links"
 ok "up is idempotent ('already up', same namespaces), status --json shows 2 nodes at 1gbit"
 
