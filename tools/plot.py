@@ -94,11 +94,11 @@ def plot_e2e(path, out, title):
     try:
         doc = json.loads(pathlib.Path(path).read_text())
         rows, target = doc["rows"], doc["target"]
+        settings = list(dict.fromkeys(r["setting"] for r in rows))
     except (OSError, ValueError, KeyError, TypeError) as e:
         fail(f"{path}: not a bench/e2e result file ({e})")
     if not rows:
         fail(f"{path}: no rows")
-    settings = list(dict.fromkeys(r["setting"] for r in rows))
     plt = pyplot()
     fig, axes = plt.subplots(len(settings), 2, figsize=(12, 4.2 * len(settings)), squeeze=False)
     for (ax_t, ax_w), setting in zip(axes, settings):
