@@ -10,19 +10,7 @@ set -u
 E2E=${1:?usage: test_e2e_report.sh PATH/TO/bench/e2e PATH/TO/plot.py}
 PLOT=${2:?usage: test_e2e_report.sh PATH/TO/bench/e2e PATH/TO/plot.py}
 
-PY=""
-for cand in ${PYTHON:-} python3 /usr/bin/python3; do
-  if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import matplotlib' >/dev/null 2>&1; then
-    PY=$(command -v "$cand"); break
-  fi
-done
-if [ -z "$PY" ]; then echo "SKIP: no python3 with matplotlib"; exit 77; fi
-
-TMP=$(mktemp -d)
-[ -n "${KEEP_TMP:-}" ] || trap 'rm -rf "$TMP"' EXIT
-FAILS=0
-pass() { echo "ok   - $1"; }
-fail() { echo "FAIL - $1"; FAILS=$((FAILS + 1)); }
+. "$(dirname "$0")/plot_python.sh"  # PY, TMP, pass, fail
 
 # Synthetic run directories shaped like real ones (summary.json as `lowcomm train --summary` writes
 # it, run/metrics.jsonl with step lines every 50 steps and eval lines, wire.json as

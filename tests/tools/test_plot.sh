@@ -5,19 +5,7 @@
 set -u
 PLOT=${1:?usage: test_plot.sh PATH/TO/plot.py}
 
-PY=""
-for cand in ${PYTHON:-} python3 /usr/bin/python3; do
-  if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import matplotlib' >/dev/null 2>&1; then
-    PY=$cand; break
-  fi
-done
-if [ -z "$PY" ]; then echo "SKIP: no python3 with matplotlib"; exit 77; fi
-
-TMP=$(mktemp -d)
-[ -n "${KEEP_TMP:-}" ] || trap 'rm -rf "$TMP"' EXIT
-FAILS=0
-pass() { echo "ok   - $1"; }
-fail() { echo "FAIL - $1"; FAILS=$((FAILS + 1)); }
+. "$(dirname "$0")/plot_python.sh"  # PY, TMP, pass, fail
 
 # Two runs: 400 step lines, an eval line every 100 steps; "lowcomm" sends 10x fewer bytes.
 # Also a config line (other type, ignored) and extra keys (ignored).

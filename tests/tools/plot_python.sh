@@ -1,0 +1,16 @@
+# Sourced by the tools' test scripts: PY = the first of $PYTHON, python3, /usr/bin/python3 that
+# imports matplotlib (exit 77, skipped, when none does); TMP = a temp dir removed at exit unless
+# KEEP_TMP is set; pass/fail helpers counting failures in FAILS.
+PY=""
+for cand in ${PYTHON:-} python3 /usr/bin/python3; do
+  if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import matplotlib' >/dev/null 2>&1; then
+    PY=$(command -v "$cand"); break
+  fi
+done
+if [ -z "$PY" ]; then echo "SKIP: no python3 with matplotlib"; exit 77; fi
+
+TMP=$(mktemp -d)
+[ -n "${KEEP_TMP:-}" ] || trap 'rm -rf "$TMP"' EXIT
+FAILS=0
+pass() { echo "ok   - $1"; }
+fail() { echo "FAIL - $1"; FAILS=$((FAILS + 1)); }
