@@ -3,13 +3,18 @@
 // one worker; otherwise it trains as a single process.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/net/env.h"
 #include "lowcomm/runtime/worker.h"
+#include "lowcomm/train/checkpoint.h"
 #include "lowcomm/train/trainer.h"
 
 namespace lowcomm::cli {
@@ -56,6 +61,28 @@ void printSummary(const nlohmann::json& s) {
   std::fflush(stdout);
 }
 
+// On an emulated cluster the launcher reads the links' counters after the workers end, so rank 0's
+// summary is written without them: add them as a "wire" block to each summary file.
+void addWireToSummaries(const std::string& wire_path, const std::vector<std::string>& summaries) {
+  std::ifstream wf(wire_path);
+  if (!wf) throw Error("no wire bytes file '" + wire_path + "' after the run");
+  const auto wire = nlohmann::json::parse(wf);
+  for (const auto& path : summaries) {
+    std::ifstream sf(path);
+    if (!sf) throw Error("no summary '" + path + "' after the run");
+    auto s = nlohmann::json::parse(sf);
+    const double tx = wire["tx_bytes"].get<double>(), payload = s["bytes_sent"].get<double>();
+    s["wire"] = {{"cluster", wire["cluster"]}, {"rate", wire["rate"]}, {"tx_bytes", wire["tx_bytes"]},
+                 {"rx_bytes", wire["rx_bytes"]}, {"tx_packets", wire["tx_packets"]}, {"rx_packets", wire["rx_packets"]},
+                 {"tx_bytes_per_rank", tx / s["world"].get<double>()},
+                 {"wire_over_payload", payload > 0 ? tx / payload : 0.0}, {"file", wire_path}};
+    train::writeFileAtomically(path, s.dump(1) + "\n");
+  }
+  const auto& s = wire;
+  std::printf("  %-22s %.1f MB sent on the links of cluster %s (%s)\n", "wire bytes", s["tx_bytes"].get<double>() / 1048576.0,
+              s["cluster"].get<std::string>().c_str(), s["rate"].get<std::string>().c_str());
+}
+
 }  // namespace
 
 int cmdTrain(int argc, char** argv) {
@@ -80,7 +107,16 @@ int cmdTrain(int argc, char** argv) {
   }
   const auto cfg = train::loadConfig(config, sets);  // fail before launching anything
 
-  if (const int rc = relaunchAsWorkers(nproc, "train", argc, argv, cluster); rc >= 0) return rc;
+  if (!cluster.name.empty() && nproc > 0 && cluster.wire_json.empty())
+    cluster.wire_json = (std::filesystem::path(cfg.logging.out_dir) / "wire.json").string();
+  if (const int rc = relaunchAsWorkers(nproc, "train", argc, argv, cluster); rc >= 0) {
+    if (rc == 0 && !cluster.name.empty()) {
+      std::vector<std::string> summaries{(std::filesystem::path(cfg.logging.out_dir) / "summary.json").string()};
+      if (!summary.empty()) summaries.push_back(summary);
+      addWireToSummaries(cluster.wire_json, summaries);
+    }
+    return rc;
+  }
 
   std::shared_ptr<comm::Communicator> world;
   if (net::detectWorkerEnv()) {
