@@ -117,6 +117,8 @@ assert s["world"] == 2 and s["steps"] == 20, s
 assert w["cluster"] == p and w["nproc"] == 2 and len(w["nodes"]) == 2, w
 assert [n["ranks"] for n in w["nodes"]] == [[0], [1]], w
 assert w["tx_bytes"] == sum(n["tx_bytes"] for n in w["nodes"]), w
+assert s["wire"]["tx_bytes"] == w["tx_bytes"] and s["wire"]["cluster"] == p, s.get("wire")  # merged into the summary
+assert abs(s["wire"]["wire_over_payload"] - w["tx_bytes"] / s["bytes_sent"]) < 1e-9, s["wire"]
 rank0 = sum(ph["sent"] for ph in s["bytes_by_phase"].values())  # rank 0 writes the summary: its meter
 payload = [rank0, s["bytes_sent"] - rank0]
 assert min(payload) > 0, s
