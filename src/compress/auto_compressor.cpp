@@ -39,8 +39,12 @@ class AutoCompressor : public Compressor {
       st.time.assign(options_.size(), 0.0);  // a recheck measures afresh
     }
     if (st.trial < trials) {
-      const size_t c = static_cast<size_t>(st.trial / cfg_.auto_trial_steps);
-      const bool first = st.trial % cfg_.auto_trial_steps == 0;
+      // Round robin over the options, so that start-up noise (ranks arriving skewed, cold caches)
+      // is spread over all of them instead of falling on the first; and timed from a barrier, so
+      // that each time is the option's own cost, not how late the slowest rank arrived.
+      const size_t c = static_cast<size_t>(st.trial % static_cast<int64_t>(options_.size()));
+      const bool first = st.trial < static_cast<int64_t>(options_.size());
+      comm.barrier();
       const auto t0 = std::chrono::steady_clock::now();
       options_[c]->reduce(comm, b);
       const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -78,6 +78,33 @@ TEST(AutoCompressor, TriesEachOptionThenAllRanksKeepTheSameChoice) {
   EXPECT_NE(decisions[0][0].find("none"), std::string::npos);
 }
 
+TEST(AutoCompressor, TrialsTakeTheOptionsInTurn) {
+  // none, topk, none, topk (2 trial steps each, round robin), then the choice: each step's bytes
+  // on the wire tell which option ran (topk 1 % sends far less than the raw bucket).
+  const int W = 2;
+  auto comms = test::makeComms(W);
+  CompressConfig cfg;
+  cfg.codec = "auto";
+  cfg.auto_candidates = {"topk"};
+  cfg.auto_trial_steps = 2;
+  std::vector<std::vector<uint64_t>> sent(W);
+  test::onRanks(W, [&](int r) {
+    auto c = makeCompressor(cfg);
+    for (int step = 0; step < 4; ++step) {
+      auto x = input(r, 100000, step);
+      BucketView b{0, x.data(), x.size(), {{"w", {static_cast<int64_t>(x.size()), 1}, 0, x.size()}}};
+      const uint64_t before = comms[r]->meter().snapshot().total.bytes_sent;
+      c->reduce(*comms[r], b);
+      sent[r].push_back(comms[r]->meter().snapshot().total.bytes_sent - before);
+    }
+  });
+  for (int r = 0; r < W; ++r) {
+    ASSERT_EQ(sent[r].size(), 4u);
+    EXPECT_GT(sent[r][0], 10 * sent[r][1]) << "rank " << r << ": step 0 none, step 1 topk";
+    EXPECT_GT(sent[r][2], 10 * sent[r][3]) << "rank " << r << ": step 2 none, step 3 topk";
+  }
+}
+
 TEST(AutoCompressor, StateSurvivesSaveAndLoad) {
   auto comms = test::makeComms(1);
   CompressConfig cfg;
