@@ -324,14 +324,6 @@ touch "$TMP/not_executable"
 expect_e2e_error "non-executable --lowcomm" "$TMP/not_executable" --settings local2 --lowcomm "$TMP/not_executable"
 
 # --- 5. plot.py --e2e error cases -------------------------------------------------------------------
-expect_plot_error() {  # name pattern args...
-  local name=$1 pat=$2; shift 2
-  "$PY" "$PLOT" "$@" >"$TMP/msg" 2>&1
-  local rc=$?
-  if [ "$rc" -ne 0 ] && grep -qF -- "$pat" "$TMP/msg" && ! grep -q Traceback "$TMP/msg"; then
-    pass "$name: $(head -1 "$TMP/msg")"
-  else fail "$name: exit $rc, expected message containing '$pat', got: $(cat "$TMP/msg")"; fi
-}
 head -c 300 "$OUT/e2e.json" > "$TMP/truncated.json"
 expect_plot_error "plot.py --e2e: truncated JSON" "$TMP/truncated.json" --e2e "$TMP/truncated.json" -o "$TMP/x.png"
 echo '{"target": 0.9}' > "$TMP/norows.json"

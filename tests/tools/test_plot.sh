@@ -49,27 +49,19 @@ check_png "two runs, labels, title, smoothing" "$TMP/two.png"
   || { fail "run without eval lines: exit $?"; cat "$TMP/out"; }
 check_png "run without eval lines, log MB axis" "$TMP/log.png"
 
-expect_error() {  # name pattern args...
-  local name=$1 pat=$2; shift 2
-  "$PY" "$PLOT" "$@" >"$TMP/out" 2>&1
-  local rc=$?
-  if [ "$rc" -ne 0 ] && grep -qF -- "$pat" "$TMP/out" && ! grep -q Traceback "$TMP/out"; then
-    pass "$name: $(head -1 "$TMP/out")"
-  else fail "$name: exit $rc, expected message containing '$pat', got: $(cat "$TMP/out")"; fi
-}
 
-expect_error "missing file" "$TMP/nope.jsonl" "$TMP/allreduce.jsonl" "$TMP/nope.jsonl" -o "$TMP/x.png"
+expect_plot_error "missing file" "$TMP/nope.jsonl" "$TMP/allreduce.jsonl" "$TMP/nope.jsonl" -o "$TMP/x.png"
 
 { head -n 6 "$TMP/lowcomm.jsonl"; echo '{"type": "step", "step": 7, "loss": 0.5,'; tail -n +7 "$TMP/lowcomm.jsonl"; } > "$TMP/bad.jsonl"
-expect_error "invalid JSON line" "$TMP/bad.jsonl:7:" "$TMP/allreduce.jsonl" "$TMP/bad.jsonl" -o "$TMP/x.png"
+expect_plot_error "invalid JSON line" "$TMP/bad.jsonl:7:" "$TMP/allreduce.jsonl" "$TMP/bad.jsonl" -o "$TMP/x.png"
 
 grep -v '"type": "step"' "$TMP/lowcomm.jsonl" > "$TMP/nosteps.jsonl"
-expect_error "run with no step lines" "$TMP/nosteps.jsonl" "$TMP/nosteps.jsonl" -o "$TMP/x.png"
+expect_plot_error "run with no step lines" "$TMP/nosteps.jsonl" "$TMP/nosteps.jsonl" -o "$TMP/x.png"
 
 { echo '{"type": "step", "step": 1, "bytes_sent": 5}'; } > "$TMP/noloss.jsonl"
-expect_error "step line without loss" "$TMP/noloss.jsonl:1:" "$TMP/noloss.jsonl" -o "$TMP/x.png"
+expect_plot_error "step line without loss" "$TMP/noloss.jsonl:1:" "$TMP/noloss.jsonl" -o "$TMP/x.png"
 
-expect_error "label count mismatch" "--labels" "$TMP/allreduce.jsonl" "$TMP/lowcomm.jsonl" --labels a -o "$TMP/x.png"
+expect_plot_error "label count mismatch" "--labels" "$TMP/allreduce.jsonl" "$TMP/lowcomm.jsonl" --labels a -o "$TMP/x.png"
 
 if [ -e "$TMP/x.png" ]; then fail "an error case wrote an image"; else pass "error cases wrote no image"; fi
 
