@@ -30,6 +30,15 @@ def load(spec):
     return label, s
 
 
+def mb(v):
+    return "-" if v is None else f"{v / 2**20:,.1f} MB"
+
+
+def ab_reference(ab):
+    """The reference's compression metric as N:1 (summaries before it existed: our parameter ratio)."""
+    return ab.get("compression_reference_n_to_1", ab.get("compression_n_to_1", 0.0))
+
+
 def rows(runs):
     base_label, base = runs[0]
     out = []
@@ -45,8 +54,10 @@ def rows(runs):
             "bytes sent": f"{s['bytes_sent'] / 2**20:,.1f} MB",
             "bytes vs first": f"{base['bytes_sent'] / max(1, s['bytes_sent']):.2f}x",
             "saved": f"{100 * (1 - s['bytes_sent'] / max(1, base['bytes_sent'])):.1f} %",
-            "AB compression": f"{ab['compression_n_to_1']:.2f}:1" if ab else "-",
+            "AB compression (ref.)": f"{ab_reference(ab):.2f}:1" if ab else "-",
             "codec ratio": f"{s.get('compression_ratio', 1.0):.2f}",
+            "inter-node": mb(s.get("bytes_sent_by_link", {}).get("inter-node")),
+            "wire": mb(s.get("wire", {}).get("tx_bytes")),
             "wall": f"{s['wall_s']:.0f} s",
         })
     return out

@@ -25,7 +25,9 @@ using Clock = std::chrono::steady_clock;
 // The reference: the loop a LibTorch user writes by hand.
 double plainLoop(const train::TrainConfig& c, const data::Dataset& ds, int64_t warmup, int64_t steps) {
   torch::manual_seed(c.seed);
-  auto model = nn::makeModel({c.model.name, static_cast<int>(ds.channels()), static_cast<int>(ds.height()), ds.classes});
+  nn::ModelSpec spec{c.model.name, static_cast<int>(ds.channels()), static_cast<int>(ds.height()), ds.classes};
+  spec.width = c.model.width, spec.dropout = c.model.dropout, spec.init = c.model.init;
+  auto model = nn::makeModel(spec);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(c.optimizer.lr)
                                                  .momentum(c.optimizer.momentum)
                                                  .nesterov(c.optimizer.nesterov)

@@ -41,7 +41,7 @@ void printSummary(const nlohmann::json& s) {
   std::printf("  %-22s %.1f s (%.0f samples/s)\n", "wall time", s["wall_s"].get<double>(), s["samples_per_s"].get<double>());
   std::printf("  %-22s %.1f MB total, %.1f MB per rank\n", "bytes sent", s["bytes_sent"].get<double>() / 1048576.0,
               s["bytes_sent_per_rank"].get<double>() / 1048576.0);
-  std::printf("  %-22s %.2f\n", "compression ratio", s["compression_ratio"].get<double>());
+  std::printf("  %-22s %.2f (raw / encoded gradient bytes)\n", "codec ratio", s["compression_ratio"].get<double>());
   if (s.contains("ab")) {
     const auto& ab = s["ab"];
     std::string steps;
@@ -51,8 +51,10 @@ void printSummary(const nlohmann::json& s) {
     std::string ranks;
     for (const auto& [k, v] : ab["ranks"].items()) ranks += (ranks.empty() ? "" : ", ") + k + " " + v.dump();
     if (ranks.empty()) ranks = "- (never factorised: the run ended in warmup)";
-    std::printf("  %-22s %.4f of full-rank parameters (%.2f:1); ranks %s\n", "AB compression",
-                ab["compression"].get<double>(), ab["compression_n_to_1"].get<double>(), ranks.c_str());
+    std::printf("  %-22s %.2f:1 (reference metric, %.2f %%); model %.2f:1 of its full-rank size; ranks %s\n",
+                "AB compression", ab["compression_reference_n_to_1"].get<double>(),
+                100.0 * ab["compression_reference"].get<double>(), ab["model_size_n_to_1"].get<double>(),
+                ranks.c_str());
   }
   std::printf("  %-22s comm %.1f s, waited %.1f s (%.0f %% of communication hidden)\n", "communication",
               s["comm_s"].get<double>(), s["wait_s"].get<double>(), 100.0 * s["comm_hidden_fraction"].get<double>());

@@ -49,6 +49,16 @@ void Communicator::detectLocality() {
   std::vector<uint64_t> all(size_);
   allgatherImpl(&h, 1, all.data(), std::vector<size_t>(size_, 1), DType::i64, "setup");
   all_local_ = std::all_of(all.begin(), all.end(), [&](uint64_t x) { return x == h; });
+  std::vector<bool> same(size_);
+  for (int r = 0; r < size_; ++r) same[r] = all[r] == h;
+  link_->setSameHost(std::move(same));
+  node_of_.assign(size_, 0);
+  std::vector<uint64_t> seen;
+  for (int r = 0; r < size_; ++r) {
+    auto it = std::find(seen.begin(), seen.end(), all[r]);
+    node_of_[r] = static_cast<int>(it - seen.begin());
+    if (it == seen.end()) seen.push_back(all[r]);
+  }
   if (opts_.shm == ShmMode::on && !all_local_)
     throw ConfigError("shared memory was required (shm = on) but not every rank is on this host");
 }

@@ -20,6 +20,11 @@ void Link::poison(const std::string& why) {
 }
 int Link::size() const { return ctx_->size; }
 
+void Link::setSameHost(std::vector<bool> same) { same_host_ = std::move(same); }
+bool Link::sameHost(int peer) const {
+  return peer >= 0 && static_cast<size_t>(peer) < same_host_.size() && same_host_[peer];
+}
+
 Exchange::Exchange(Link& link, TrafficMeter& meter, std::string op, std::string phase,
                    std::chrono::milliseconds timeout, uint32_t seq)
     : link_(link), meter_(meter), op_(std::move(op)), phase_(std::move(phase)), timeout_(timeout),
@@ -98,8 +103,8 @@ void Exchange::wait(int req) {
     fail(r, e);
   }
   r.done = true;
-  if (r.send) meter_.recordSend(op_, phase_, r.bytes);
-  else meter_.recordRecv(op_, phase_, r.bytes);
+  if (r.send) meter_.recordSend(op_, phase_, r.bytes, link_.sameHost(r.peer));
+  else meter_.recordRecv(op_, phase_, r.bytes, link_.sameHost(r.peer));
 }
 
 void Exchange::waitAll() {

@@ -61,8 +61,13 @@ class Link {
   // this rank instead of waiting for their timeout (and no pair keeps a dead buffer).
   void poison(const std::string& why);
   const std::string& broken() const { return broken_; }
+  // Which peers share this rank's host key (set once the communicator has exchanged them; until
+  // then every peer counts as another node). Decides the traffic meter's link class.
+  void setSameHost(std::vector<bool> same);
+  bool sameHost(int peer) const;
 
  private:
+  std::vector<bool> same_host_;
   std::shared_ptr<gloo::Context> ctx_;
   std::shared_ptr<gloo::transport::Device> dev_;
   uint32_t seq_ = 0;

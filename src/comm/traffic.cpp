@@ -10,17 +10,19 @@ TrafficCount& TrafficCount::operator+=(const TrafficCount& o) {
   return *this;
 }
 
-void TrafficMeter::recordSend(const std::string& op, const std::string& phase, uint64_t bytes) {
+void TrafficMeter::recordSend(const std::string& op, const std::string& phase, uint64_t bytes, bool same_host) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (TrafficCount* c : {&s_.total, &s_.by_op[op], &s_.by_phase[phase]}) {
+  const char* link = same_host ? kIntraNode : kInterNode;
+  for (TrafficCount* c : {&s_.total, &s_.by_op[op], &s_.by_phase[phase], &s_.by_link[link], &s_.by_phase_link[phase][link]}) {
     c->bytes_sent += bytes;
     c->messages_sent += 1;
   }
 }
 
-void TrafficMeter::recordRecv(const std::string& op, const std::string& phase, uint64_t bytes) {
+void TrafficMeter::recordRecv(const std::string& op, const std::string& phase, uint64_t bytes, bool same_host) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (TrafficCount* c : {&s_.total, &s_.by_op[op], &s_.by_phase[phase]}) {
+  const char* link = same_host ? kIntraNode : kInterNode;
+  for (TrafficCount* c : {&s_.total, &s_.by_op[op], &s_.by_phase[phase], &s_.by_link[link], &s_.by_phase_link[phase][link]}) {
     c->bytes_recv += bytes;
     c->messages_recv += 1;
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/nn/factor_layers.h"
 
 namespace lowcomm::nn {
 namespace {
@@ -35,6 +36,16 @@ struct LowRankModel::Slot {
   std::shared_ptr<torch::nn::Module> module;
   torch::Tensor* weight = nullptr;
   torch::Tensor a, b;  // factor parameters while factorised
+  FactorConv2dImpl* conv = nullptr;  // set when the layer can run from its factors
+  FactorLinearImpl* linear = nullptr;
+  bool thin = false;  // running from its factors now (weight undefined)
+
+  bool canThin() const { return (conv && conv->canFactor()) || linear; }
+  void setThin(bool on) {
+    thin = on;
+    if (conv) conv->setFactors(on ? a : torch::Tensor(), on ? b : torch::Tensor());
+    if (linear) linear->setFactors(on ? a : torch::Tensor(), on ? b : torch::Tensor());
+  }
 };
 
 // An SVD of a layer's weight, and what the weight was when it was taken: the tensors it was
@@ -62,8 +73,9 @@ LowRankModel::Svd LowRankModel::decompose(size_t i) {
   return *svd_cache_[i];
 }
 
-LowRankModel::LowRankModel(std::shared_ptr<Model> model, std::vector<std::string> full_rank_layers, bool split_sigma)
-    : model_(std::move(model)), split_sigma_(split_sigma) {
+LowRankModel::LowRankModel(std::shared_ptr<Model> model, std::vector<std::string> full_rank_layers, bool split_sigma,
+                           bool factored_forward)
+    : model_(std::move(model)), split_sigma_(split_sigma), factored_forward_(factored_forward) {
   LC_ENFORCE(model_, "LowRankModel needs a model");
   const auto modules = model_->named_modules("", /*include_self=*/false);
   for (const auto& name : full_rank_layers)
@@ -89,6 +101,8 @@ LowRankModel::LowRankModel(std::shared_ptr<Model> model, std::vector<std::string
     auto slot = std::make_shared<Slot>();
     slot->module = m.value();
     slot->weight = w;
+    slot->conv = dynamic_cast<FactorConv2dImpl*>(m.value().get());
+    slot->linear = dynamic_cast<FactorLinearImpl*>(m.value().get());
     slots_.push_back(slot);
   }
 }
@@ -100,8 +114,11 @@ torch::Tensor LowRankModel::forward(const torch::Tensor& x) {
 
 void LowRankModel::materialize() {
   if (!factorised_) return;
-  for (size_t i = 0; i < slots_.size(); ++i) *slots_[i]->weight = slots_[i]->a.mm(slots_[i]->b).view(layers_[i].shape);
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (!slots_[i]->thin) *slots_[i]->weight = slots_[i]->a.mm(slots_[i]->b).view(layers_[i].shape);
 }
+
+bool LowRankModel::thin(size_t i) const { return slots_.at(i)->thin; }
 
 torch::Tensor LowRankModel::matrix(size_t i) const {
   LC_ENFORCE(i < layers_.size(), "low-rank layer index ", i, " out of range");
@@ -156,8 +173,10 @@ void LowRankModel::factorise(const std::vector<int64_t>& ranks, Factor trained) 
     dropParam(*s.module, "B");
     s.a = s.module->register_parameter("A", a.contiguous(), trained == Factor::A);
     s.b = s.module->register_parameter("B", b.contiguous(), trained == Factor::B);
-    *s.weight = s.a.mm(s.b).view(layer.shape);
     layer.rank = r;
+    // Two thin ops cost r(rows + cols) per input position against rows*cols for W itself.
+    s.setThin(factored_forward_ && s.canThin() && r * (layer.rows + layer.cols) < layer.rows * layer.cols);
+    *s.weight = s.thin ? torch::Tensor() : s.a.mm(s.b).view(layer.shape);
   }
   factorised_ = true;
   trained_ = trained;
@@ -170,6 +189,7 @@ void LowRankModel::merge() {
   for (size_t i = 0; i < layers_.size(); ++i) {
     auto& s = *slots_[i];
     torch::Tensor w = s.a.mm(s.b).view(layers_[i].shape).contiguous();
+    s.setThin(false);
     dropParam(*s.module, "A");
     dropParam(*s.module, "B");
     s.a = s.b = torch::Tensor();
@@ -195,6 +215,15 @@ int64_t LowRankModel::fullRankParameters() const {
   if (factorised_)
     for (const auto& l : layers_) n += l.rows * l.cols - l.rank * (l.rows + l.cols);
   return n;
+}
+
+double LowRankModel::referenceCompression() const {
+  int64_t denominator = fullRankParameters();
+  for (const auto& s : slots_) {
+    const auto* bias = s->module->named_parameters(/*recurse=*/false).find("bias");
+    if (bias && bias->defined()) denominator -= bias->numel();
+  }
+  return static_cast<double>(currentParameters()) / static_cast<double>(denominator);
 }
 
 }  // namespace lowcomm::nn

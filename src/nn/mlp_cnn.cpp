@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include "families.h"
+#include "lowcomm/nn/factor_layers.h"
 
 namespace lowcomm::nn::detail {
 namespace {
@@ -36,8 +37,8 @@ class Cnn : public Model {
     const int64_t side = s.image_size / 4;  // two floor-halving max-pools
     stem_ = register_module(kStemName, torch::nn::Conv2d(
                                            torch::nn::Conv2dOptions(s.in_channels, 32, 3).padding(1)));
-    conv2_ = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)));
-    fc_ = register_module("fc", torch::nn::Linear(64 * side * side, 256));
+    conv2_ = register_module("conv2", FactorConv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)));
+    fc_ = register_module("fc", FactorLinear(64 * side * side, 256));
     head_ = register_module(kHeadName, torch::nn::Linear(256, s.classes));
   }
 
@@ -50,8 +51,10 @@ class Cnn : public Model {
   }
 
  private:
-  torch::nn::Conv2d stem_{nullptr}, conv2_{nullptr};
-  torch::nn::Linear fc_{nullptr}, head_{nullptr};
+  torch::nn::Conv2d stem_{nullptr};
+  FactorConv2d conv2_{nullptr};  // AB-training factorises these two (factored forward)
+  FactorLinear fc_{nullptr};
+  torch::nn::Linear head_{nullptr};
 };
 
 }  // namespace

@@ -21,6 +21,7 @@ constexpr Entry kRegistry[] = {
     {"mlp", detail::makeMlp},           {"cnn", detail::makeCnn},
     {"vgg11", detail::makeVgg11},       {"vgg16", detail::makeVgg16},
     {"resnet18", detail::makeResNet18}, {"vit-tiny", detail::makeVitTiny},
+    {"vgg16_timm", detail::makeVgg16Timm},
 };
 
 std::string joinedNames() {
@@ -52,7 +53,31 @@ std::shared_ptr<Model> makeModel(const ModelSpec& spec) {
     throw ConfigError("model.image_size: must be >= 4, got " + std::to_string(spec.image_size));
   if (spec.classes < 1)
     throw ConfigError("model.classes: must be >= 1, got " + std::to_string(spec.classes));
-  return found->make(spec);
+  if (!(spec.width > 0 && spec.width <= 4))
+    throw ConfigError("model.width: must be in (0, 4], got " + std::to_string(spec.width));
+  if (spec.width != 1.0 && spec.name != "vgg16_timm")
+    throw ConfigError("model.width: only vgg16_timm scales with a width; model '" + spec.name + "' needs 1");
+  if (!(spec.dropout >= 0 && spec.dropout < 1))
+    throw ConfigError("model.dropout: must be in [0, 1), got " + std::to_string(spec.dropout));
+  if (spec.dropout != 0.0 && spec.name != "vgg16_timm")
+    throw ConfigError("model.dropout: only vgg16_timm has dropout layers; model '" + spec.name + "' needs 0");
+  auto model = found->make(spec);
+  applyInit(*model, spec.init);
+  return model;
+}
+
+std::vector<std::string> initNames() { return {"default", "ortho-sigma"}; }
+
+void applyInit(Model& model, const std::string& init) {
+  if (init == "default") return;
+  if (init != "ortho-sigma") throw ConfigError("model.init: unknown init '" + init + "'; valid values: default, ortho-sigma");
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters()) {
+    if (p.dim() < 2) continue;
+    const auto m = p.reshape({p.size(0), -1});
+    auto [u, s, vh] = torch::linalg::svd(m, /*full_matrices=*/false, c10::nullopt);
+    p.copy_(u.mm(vh).view(p.sizes()));
+  }
 }
 
 std::vector<std::string> modelNames() {

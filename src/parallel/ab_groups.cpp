@@ -24,20 +24,53 @@ void reduceInPlace(comm::Communicator& comm, const std::vector<torch::Tensor>& t
 
 }  // namespace
 
-AbGroups formGroups(int world, int rank, int group_size, bool all_b) {
+namespace {
+
+// Contiguous blocks: `groups` groups, the leftover ranks one each to the first groups.
+std::vector<int> blocks(int world, int groups) {
+  std::vector<int> group_of;
+  const int base = world / groups, extra = world % groups;
+  for (int grp = 0; grp < groups; ++grp)
+    for (int k = 0; k < base + (grp < extra ? 1 : 0); ++k) group_of.push_back(grp);
+  return group_of;
+}
+
+}  // namespace
+
+std::string groupSizeName(int group_size) {
+  if (group_size == kGroupNode) return "node";
+  if (group_size == kGroupWorld) return "world";
+  return std::to_string(group_size);
+}
+
+AbGroups formGroups(int world, int rank, int group_size, bool all_b, const std::vector<int>& node_of) {
   LC_ENFORCE(world >= 1 && rank >= 0 && rank < world, "formGroups: rank ", rank, " of world ", world);
-  if (group_size == 0) throw ConfigError("ab.group_size: must be -1 (one global group) or >= 1, got 0");
+  if (group_size == 0 || (group_size < 0 && group_size != kGroupHalves && group_size != kGroupNode &&
+                          group_size != kGroupWorld))
+    throw ConfigError("ab.group_size: must be \"node\", \"world\", -1 (two halves) or >= 1, got " +
+                      std::to_string(group_size));
   AbGroups g;
-  g.groups = group_size < 0 ? 1 : std::max(1, world / group_size);
-  g.a_groups = all_b ? 0 : g.groups / 2;
-  const int base = world / g.groups, extra = world % g.groups;
-  for (int grp = 0; grp < g.groups; ++grp) {
-    const int size = base + (grp < extra ? 1 : 0);
-    for (int k = 0; k < size; ++k) {
-      g.group_of.push_back(grp);
-      g.a_rank.push_back(grp < g.a_groups);
+  const int halves = (world >= 2 && !all_b) ? 2 : 1;
+  if (group_size == kGroupNode && !node_of.empty()) {
+    LC_ENFORCE(static_cast<int>(node_of.size()) == world, "formGroups: node_of has ", node_of.size(), " entries");
+    int next = 0;
+    for (int r = 0; r < world; ++r) {
+      LC_ENFORCE(node_of[r] >= 0 && node_of[r] <= next, "formGroups: nodes must be numbered by lowest rank");
+      if (node_of[r] == next) ++next;
     }
+    g.group_of = next >= 2 ? node_of : blocks(world, std::min(world, 2));
+  } else if (group_size == kGroupNode) {
+    g.group_of = blocks(world, std::min(world, 2));
+  } else if (group_size == kGroupHalves) {
+    g.group_of = blocks(world, halves);
+  } else if (group_size == kGroupWorld) {
+    g.group_of = blocks(world, 1);
+  } else {
+    g.group_of = blocks(world, std::max(1, world / group_size));
   }
+  g.groups = *std::max_element(g.group_of.begin(), g.group_of.end()) + 1;
+  g.a_groups = all_b ? 0 : g.groups / 2;
+  for (int r = 0; r < world; ++r) g.a_rank.push_back(g.group_of[r] < g.a_groups);
   g.group = g.group_of[rank];
   g.trains_a = g.a_rank[rank];
   for (int r = 0; r < world; ++r)

@@ -21,8 +21,12 @@ class PhaseScope {
 }  // namespace
 
 void validateAbOptions(const AbOptions& o) {
-  if (o.group_size == 0 || o.group_size < -1)
-    throw ConfigError("ab.group_size: must be -1 (one global group) or >= 1, got " + std::to_string(o.group_size));
+  if (o.group_size == 0 || (o.group_size < 0 && o.group_size != kGroupHalves && o.group_size != kGroupNode &&
+                            o.group_size != kGroupWorld))
+    throw ConfigError("ab.group_size: must be \"node\", \"world\", -1 (two halves) or >= 1, got " +
+                      std::to_string(o.group_size));
+  if (o.train_setup != "groups" && o.train_setup != "individual")
+    throw ConfigError("ab.train_setup: unknown setup '" + o.train_setup + "'; valid values: groups, individual");
   parseSyncMode(o.sync_mode);
   if (o.warmup_steps < 0) throw ConfigError("ab.warmup_steps: must be >= 0");
   if (o.steps_btw_syncing < 1) throw ConfigError("ab.steps_btw_syncing: must be >= 1");
@@ -44,15 +48,17 @@ const char* abPhaseName(AbPhase p) {
 
 AbTraining::AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_ptr<nn::Model> model,
                        torch::optim::Optimizer& opt, AbOptions opts, DdpOptions ddp_opts, HookFactory hooks, Trace* trace)
-    : world_(std::move(world)), lowrank_(std::move(model), opts.full_rank_layers, opts.split_sigma), opt_(opt),
+    : world_(std::move(world)),
+      lowrank_(std::move(model), opts.full_rank_layers, opts.split_sigma, opts.factored_forward),
+      opt_(opt),
       opts_(std::move(opts)), ddp_opts_(std::move(ddp_opts)), hooks_(std::move(hooks)), trace_(trace) {
   validateAbOptions(opts_);
   mode_ = parseSyncMode(opts_.sync_mode);
-  groups_ = formGroups(world_->size(), world_->rank(), opts_.group_size, mode_ == SyncMode::only_b);
+  groups_ = formGroups(world_->size(), world_->rank(), opts_.group_size, mode_ == SyncMode::only_b, world_->nodeOf());
   if (!opts_.split_sigma && groups_.a_groups > 0)
     throw ConfigError("ab.split_sigma = false puts S on the trained factor, so A-groups and B-groups would hold "
                       "different factorisations; use it only when every rank trains B (ab.sync_mode = \"only-b\" "
-                      "or ab.group_size = -1)");
+                      "or ab.group_size = \"world\")");
   if (lowrank_.layers().empty())
     throw ConfigError("ab: model '" + lowrank_.model().spec().name +
                       "' has no layer to factorise outside ab.full_rank_layers");
@@ -84,6 +90,7 @@ void AbTraining::rebuild(AbPhase phase) {
   DdpOptions o = ddp_opts_;
   o.phase = abPhaseName(phase);
   o.split_comm = false;  // the two communicators below are this strategy's own, made once
+  if (phase == AbPhase::ab && opts_.train_setup == "individual") o.local_suffixes = {".A", ".B"};
   ddp_ = std::make_unique<DataParallel>(phase == AbPhase::ab ? group_comm_ : ddp_world_, lowrank_.shared(), o,
                                         hooks_ ? hooks_() : nullptr, trace_);
   phase_ = phase;
@@ -156,6 +163,7 @@ void AbTraining::enterAb(int64_t step, bool truncate) {
     checkFactorsAgree();
   }
   opt_state_.rebind(opt_, trainable());
+  if (opts_.reset_opt) opt_state_.resetMoments(opt_);
   TraceScope rb(trace_, "ddp-rebuild", "ab", 0);
   rebuild(AbPhase::ab);
   phase_start_ = step;
@@ -163,7 +171,8 @@ void AbTraining::enterAb(int64_t step, bool truncate) {
   last_ranks_.clear();
   for (const auto& l : lowrank_.layers()) last_ranks_.push_back(l.rank);
   last_compression_ = compression();
-  events_.push_back(AbEvent{step, truncate ? "truncate" : "svd", last_ranks_, last_compression_});
+  last_reference_ = lowrank_.referenceCompression();
+  events_.push_back(AbEvent{step, truncate ? "truncate" : "svd", last_ranks_, last_compression_, last_reference_});
 }
 
 void AbTraining::sync(int64_t step, const char* kind) {
@@ -174,10 +183,11 @@ void AbTraining::sync(int64_t step, const char* kind) {
     abSync(*world_, lowrank_, groups_, mode_);
   }
   opt_state_.rebind(opt_, trainable());
+  if (opts_.reset_opt) opt_state_.resetMoments(opt_);
   rebuild(AbPhase::full_rank);
   phase_start_ = step;
   last_switch_ = step;
-  events_.push_back(AbEvent{step, kind, {}, compression()});
+  events_.push_back(AbEvent{step, kind, {}, compression(), last_reference_});
 }
 
 // Every rank computed its SVD from the same weights; LAPACK is deterministic for equal inputs
@@ -210,7 +220,7 @@ void AbTraining::saveState(torch::serialize::OutputArchive& ar) const {
   ar.write("head", torch::tensor(head, torch::kInt64));
   ar.write("ranks", torch::tensor(ranks, torch::kInt64));
   ar.write("last_ranks", torch::tensor(last_ranks_, torch::kInt64));
-  ar.write("last_compression", torch::tensor({last_compression_}, torch::kFloat64));
+  ar.write("last_compression", torch::tensor({last_compression_, last_reference_}, torch::kFloat64));
   std::vector<int64_t> counts;
   for (const char* k : {"warmup", "ab", "sync", "full-rank"})
     counts.push_back(steps_by_phase_.count(k) ? steps_by_phase_.at(k) : 0);
@@ -236,7 +246,9 @@ void AbTraining::loadState(torch::serialize::InputArchive& ar) {
   std::vector<int64_t> ranks(ranks_t.data_ptr<int64_t>(), ranks_t.data_ptr<int64_t>() + ranks_t.numel());
   const auto lr_t = read("last_ranks");
   last_ranks_.assign(lr_t.data_ptr<int64_t>(), lr_t.data_ptr<int64_t>() + lr_t.numel());
-  last_compression_ = read("last_compression").item<double>();
+  const auto lc = read("last_compression");
+  last_compression_ = lc[0].item<double>();
+  last_reference_ = lc.numel() > 1 ? lc[1].item<double>() : 1.0;
   const auto counts = read("steps_by_phase");
   const char* names[] = {"warmup", "ab", "sync", "full-rank"};
   steps_by_phase_.clear();

@@ -45,8 +45,14 @@ DataParallel::DataParallel(std::shared_ptr<comm::Communicator> world, std::share
   else checkModel(*world, *model_);
   comm_ = opts_.split_comm ? world->split(0, world->rank()) : world;
   comm_->setPhase(opts_.phase);
+  auto local = [&](const std::string& name) {
+    for (const auto& suffix : opts_.local_suffixes)
+      if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        return true;
+    return false;
+  };
   for (const auto& p : model_->named_parameters())
-    if (p.value().requires_grad()) {
+    if (p.value().requires_grad() && !local(p.key())) {
       if (p.value().scalar_type() != torch::kFloat32)
         throw ConfigError("DataParallel: parameter '" + p.key() + "' is not float32");
       params_.push_back(Param{p.key(), p.value()});

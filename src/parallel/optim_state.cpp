@@ -29,6 +29,20 @@ void resizeState(torch::optim::OptimizerParamState& s, torch::IntArrayRef sizes)
   }
 }
 
+void zeroMoments(torch::optim::OptimizerParamState& s) {
+  torch::NoGradGuard no_grad;
+  auto zero = [](const torch::Tensor& t) {
+    if (t.defined()) t.zero_();
+  };
+  if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(&s)) {
+    zero(sgd->momentum_buffer());
+  } else if (auto* aw = dynamic_cast<torch::optim::AdamWParamState*>(&s)) {
+    zero(aw->exp_avg()), zero(aw->exp_avg_sq()), zero(aw->max_exp_avg_sq());
+  } else if (auto* a = dynamic_cast<torch::optim::AdamParamState*>(&s)) {
+    zero(a->exp_avg()), zero(a->exp_avg_sq()), zero(a->max_exp_avg_sq());
+  }
+}
+
 std::unique_ptr<torch::optim::OptimizerParamState> emptyStateFor(const torch::optim::Optimizer& opt) {
   if (dynamic_cast<const torch::optim::SGD*>(&opt)) return std::make_unique<torch::optim::SGDParamState>();
   if (dynamic_cast<const torch::optim::AdamW*>(&opt)) return std::make_unique<torch::optim::AdamWParamState>();
@@ -110,6 +124,11 @@ void NamedOptimizerState::load(torch::serialize::InputArchive& ar, const torch::
     s->serialize(sub);
     stored_[names.substr(start, nl - start)] = std::move(s);
   }
+}
+
+void NamedOptimizerState::resetMoments(torch::optim::Optimizer& opt) {
+  for (auto& kv : opt.state()) zeroMoments(*kv.second);
+  for (auto& kv : stored_) zeroMoments(*kv.second);
 }
 
 }  // namespace lowcomm::parallel

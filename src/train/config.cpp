@@ -1,6 +1,7 @@
 #include "lowcomm/train/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -76,6 +77,28 @@ std::string show(const std::vector<std::string>& v) {
   return out + "]";
 }
 
+// A step count (integer >= 0) or a fraction of the run (a number in (0, 1)).
+Field stepsField(const char* key, double& (*ref)(TrainConfig&)) {
+  return Field{[key, ref](TrainConfig& c, const toml::node& n, const std::string& w) {
+                 if (auto i = n.value_exact<int64_t>()) {
+                   if (*i < 0) bad(w, key, "must be >= 0");
+                   ref(c) = static_cast<double>(*i);
+                   return;
+                 }
+                 auto v = n.value<double>();
+                 if (!v) bad(w, key, "must be a step count (integer) or a fraction of the run in (0, 1)");
+                 if (!(*v > 0 && *v < 1)) bad(w, key, "is a number: a fraction of the run must be in (0, 1); a step count must be an integer");
+                 ref(c) = *v;
+               },
+               [ref](const TrainConfig& c) {
+                 const double v = ref(const_cast<TrainConfig&>(c));
+                 return v >= 1 || v == 0 ? std::to_string(static_cast<int64_t>(v)) : show(v);
+               }};
+}
+
+#define LC_STEPS(key, member) \
+  { key, stepsField(key, [](TrainConfig& c) -> double& { return c.member; }) }
+
 #define LC_FIELD(key, member, T)                                                                         \
   {                                                                                                      \
     key, Field {                                                                                         \
@@ -95,6 +118,10 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("model.name", model.name, std::string),
       LC_FIELD("model.vit_patch", model.vit_patch, int64_t),
       LC_FIELD("model.vit_depth", model.vit_depth, int64_t),
+      LC_FIELD("model.width", model.width, double),
+      LC_FIELD("model.dropout", model.dropout, double),
+      LC_FIELD("model.init", model.init, std::string),
+      LC_FIELD("model.autocast", model.autocast, std::string),
       LC_FIELD("data.dataset", data.dataset, std::string),
       LC_FIELD("data.dir", data.dir, std::string),
       LC_FIELD("data.batch_size", data.batch_size, int64_t),
@@ -115,7 +142,7 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("schedule.name", schedule.name, std::string),
       LC_FIELD("schedule.epochs", schedule.epochs, int64_t),
       LC_FIELD("schedule.max_steps", schedule.max_steps, int64_t),
-      LC_FIELD("schedule.warmup_steps", schedule.warmup_steps, int64_t),
+      LC_STEPS("schedule.warmup_steps", schedule.warmup_steps),
       LC_FIELD("schedule.step_size", schedule.step_size, int64_t),
       LC_FIELD("schedule.gamma", schedule.gamma, double),
       LC_FIELD("schedule.min_lr", schedule.min_lr, double),
@@ -123,15 +150,34 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("strategy.bucket_mb", strategy.bucket_mb, double),
       LC_FIELD("strategy.overlap", strategy.overlap, bool),
       LC_FIELD("strategy.accumulation", strategy.accumulation, int64_t),
-      LC_FIELD("ab.group_size", ab.group_size, int64_t),
+      {"ab.group_size", Field{[](TrainConfig& c, const toml::node& n, const std::string& w) {
+                                if (auto v = n.value_exact<std::string>()) {
+                                  if (*v == "node") c.ab.group_size = -2;
+                                  else if (*v == "world") c.ab.group_size = -3;
+                                  else bad(w, "ab.group_size", "is '" + *v + "'; expected \"node\", \"world\", -1 or a size >= 1");
+                                } else {
+                                  const int64_t size = get<int64_t>(n, w, "ab.group_size");
+                                  if (size == 0 || size < -1)
+                                    bad(w, "ab.group_size", "must be \"node\", \"world\", -1 (two halves; one group with only-b) or >= 1");
+                                  c.ab.group_size = size;
+                                }
+                              },
+                              [](const TrainConfig& c) {
+                                if (c.ab.group_size == -2) return quote("node");
+                                if (c.ab.group_size == -3) return quote("world");
+                                return std::to_string(c.ab.group_size);
+                              }}},
       LC_FIELD("ab.sync_mode", ab.sync_mode, std::string),
-      LC_FIELD("ab.warmup_steps", ab.warmup_steps, int64_t),
-      LC_FIELD("ab.steps_btw_syncing", ab.steps_btw_syncing, int64_t),
-      LC_FIELD("ab.ddp_steps_after_sync", ab.ddp_steps_after_sync, int64_t),
-      LC_FIELD("ab.lr_rebound_steps", ab.lr_rebound_steps, int64_t),
+      LC_STEPS("ab.warmup_steps", ab.warmup_steps),
+      LC_STEPS("ab.steps_btw_syncing", ab.steps_btw_syncing),
+      LC_STEPS("ab.ddp_steps_after_sync", ab.ddp_steps_after_sync),
+      LC_STEPS("ab.lr_rebound_steps", ab.lr_rebound_steps),
       LC_FIELD("ab.low_rank_cutoff", ab.low_rank_cutoff, double),
       LC_FIELD("ab.split_sigma", ab.split_sigma, bool),
       LC_FIELD("ab.full_rank_layers", ab.full_rank_layers, std::vector<std::string>),
+      LC_FIELD("ab.train_setup", ab.train_setup, std::string),
+      LC_FIELD("ab.reset_opt", ab.reset_opt, bool),
+      LC_FIELD("ab.factored_forward", ab.factored_forward, bool),
       LC_FIELD("compress.codec", compress.codec, std::string),
       LC_FIELD("compress.memory", compress.memory, std::string),
       LC_FIELD("compress.ratio", compress.codec_params.ratio, double),
@@ -168,6 +214,7 @@ const std::map<std::string, Field>& schema() {
   return fields;
 }
 #undef LC_FIELD
+#undef LC_STEPS
 
 void apply(TrainConfig& c, const std::string& key, const toml::node& n, const std::string& where) {
   auto it = schema().find(key);
@@ -236,12 +283,9 @@ void validateCompress(const TrainConfig& c, const std::string& where) {
 
 void validateAb(const TrainConfig& c, const std::string& where) {
   const auto& a = c.ab;
-  if (a.group_size == 0 || a.group_size < -1) bad(where, "ab.group_size", "must be -1 (one global group) or >= 1");
+  oneOf(where, "ab.train_setup", a.train_setup, {"groups", "individual"});
   oneOf(where, "ab.sync_mode", a.sync_mode, {"full", "with-stale", "only-learned", "only-b"});
-  if (a.warmup_steps < 0) bad(where, "ab.warmup_steps", "must be >= 0");
-  if (a.steps_btw_syncing < 1) bad(where, "ab.steps_btw_syncing", "must be >= 1");
-  if (a.ddp_steps_after_sync < 0) bad(where, "ab.ddp_steps_after_sync", "must be >= 0");
-  if (a.lr_rebound_steps < 0) bad(where, "ab.lr_rebound_steps", "must be >= 0");
+  if (a.steps_btw_syncing == 0) bad(where, "ab.steps_btw_syncing", "must be >= 1 (or a fraction of the run)");
   if (!(a.low_rank_cutoff >= 0 && a.low_rank_cutoff < 1)) bad(where, "ab.low_rank_cutoff", "must be in [0, 1)");
 }
 
@@ -252,6 +296,10 @@ void validate(const TrainConfig& c, const std::string& where) {
   auto nonneg = [&](const char* key, double v) {
     if (!(v >= 0)) bad(where, key, "must be >= 0");
   };
+  if (!(c.model.width > 0 && c.model.width <= 4)) bad(where, "model.width", "must be in (0, 4]");
+  if (!(c.model.dropout >= 0 && c.model.dropout < 1)) bad(where, "model.dropout", "must be in [0, 1)");
+  oneOf(where, "model.init", c.model.init, {"default", "ortho-sigma"});
+  oneOf(where, "model.autocast", c.model.autocast, {"off", "bf16"});
   positive("data.batch_size", static_cast<double>(c.data.batch_size));
   positive("data.test_batch_size", static_cast<double>(c.data.test_batch_size));
   nonneg("data.train_limit", static_cast<double>(c.data.train_limit));
@@ -283,6 +331,11 @@ void validate(const TrainConfig& c, const std::string& where) {
 }
 
 }  // namespace
+
+int64_t runSteps(double value, int64_t total_steps) {
+  if (value >= 1 || value <= 0) return static_cast<int64_t>(value);
+  return std::max<int64_t>(1, std::llround(value * static_cast<double>(total_steps)));
+}
 
 TrainConfig loadConfig(const std::string& path, const std::vector<std::string>& overrides) {
   TrainConfig c;

@@ -44,6 +44,26 @@ nlohmann::json phasesJson(const comm::TrafficSnapshot& s) {
   return j;
 }
 
+nlohmann::json linksJson(const comm::TrafficSnapshot& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const char* link : {comm::kIntraNode, comm::kInterNode}) {
+    const auto it = s.by_link.find(link);
+    const comm::TrafficCount c = it == s.by_link.end() ? comm::TrafficCount{} : it->second;
+    j[link] = {{"sent", c.bytes_sent}, {"recv", c.bytes_recv}};
+  }
+  return j;
+}
+
+nlohmann::json phaseLinksJson(const comm::TrafficSnapshot& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [phase, links] : s.by_phase_link) {
+    nlohmann::json p = {{comm::kIntraNode, 0}, {comm::kInterNode, 0}};
+    for (const auto& [link, c] : links) p[link] = c.bytes_sent;
+    j[phase.empty() ? "other" : phase] = p;
+  }
+  return j;
+}
+
 void writeTimeline(comm::Communicator& world, const Trace& trace, const std::string& path) {
   // Align on rank 0's origin: steady_clock is the system-wide monotonic clock.
   int64_t origin = std::chrono::duration_cast<std::chrono::nanoseconds>(trace.origin().time_since_epoch()).count();

@@ -24,7 +24,7 @@ std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const TrainConfig& c, std
 
 LrSchedule::LrSchedule(const TrainConfig& c, int64_t total_steps)
     : name_(c.schedule.name), base_(c.optimizer.lr), min_(c.schedule.min_lr), gamma_(c.schedule.gamma),
-      warmup_(c.schedule.warmup_steps), step_size_(c.schedule.step_size), total_(std::max<int64_t>(1, total_steps)) {}
+      warmup_(runSteps(c.schedule.warmup_steps, total_steps)), step_size_(c.schedule.step_size), total_(std::max<int64_t>(1, total_steps)) {}
 
 double LrSchedule::at(int64_t step) const {
   if (step < warmup_) return base_ * static_cast<double>(step + 1) / static_cast<double>(warmup_);

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "ab_report.h"
+#include "autocast.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/base/trace.h"
 #include "lowcomm/data/dataset.h"
@@ -36,9 +37,19 @@ std::string compressKey(const compress::CompressConfig& z) {
   return k == "none/default" ? "" : k;  // checkpoints from before [compress] existed stay valid
 }
 
+// Width, dropout and init joined the key later: defaults add nothing, so older checkpoints stay valid.
+std::string modelKey(const TrainConfig& c) {
+  std::string k;
+  if (c.model.width != 1.0) k += "|w" + std::to_string(c.model.width);
+  if (c.model.dropout != 0.0) k += "|d" + std::to_string(c.model.dropout);
+  if (c.model.init != "default") k += "|" + c.model.init;
+  if (c.model.autocast != "off") k += "|amp-" + c.model.autocast;
+  return k;
+}
+
 uint64_t resumeHash(const TrainConfig& c, int world) {
   const std::string key = c.model.name + "|" + std::to_string(c.model.vit_patch) + "|" +
-                          std::to_string(c.model.vit_depth) + "|" + c.data.dataset + "|" +
+                          std::to_string(c.model.vit_depth) + modelKey(c) + "|" + c.data.dataset + "|" +
                           std::to_string(c.data.batch_size) + "|" + std::to_string(c.data.train_limit) + "|" +
                           std::to_string(c.strategy.accumulation) + "|" + c.optimizer.name + "|" +
                           std::to_string(c.seed) + "|" + std::to_string(world) + "|" + compressKey(c.compress) +
@@ -137,7 +148,8 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
   if (cfg.data.test_limit > 0) test = test.take(cfg.data.test_limit);
   if (train.height() != train.width()) throw ConfigError("data.dataset: images must be square");
   nn::ModelSpec spec{cfg.model.name, static_cast<int>(train.channels()), static_cast<int>(train.height()),
-                     train.classes, static_cast<int>(cfg.model.vit_patch), static_cast<int>(cfg.model.vit_depth)};
+                     train.classes, static_cast<int>(cfg.model.vit_patch), static_cast<int>(cfg.model.vit_depth),
+                     cfg.model.width, cfg.model.dropout, cfg.model.init};
   auto model = nn::makeModel(spec);
 
   Trace trace;
@@ -153,18 +165,6 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
     compressors.push_back(compress::makeCompressor(cc));
     return std::make_shared<parallel::CompressHook>(compressors.back());
   };
-  auto optimizer = makeOptimizer(cfg, model->parameters());
-  // The strategy: plain DDP, or AB-training, which rebuilds its DDP at every phase switch.
-  std::unique_ptr<parallel::DataParallel> plain;
-  std::unique_ptr<parallel::AbTraining> ab;
-  if (cfg.strategy.name == "ab")
-    ab = std::make_unique<parallel::AbTraining>(world, model, *optimizer, abOptions(cfg), dopt, makeHook, &trace);
-  else
-    plain = std::make_unique<parallel::DataParallel>(world, model, dopt, makeHook(), &trace);
-  auto ddp = [&]() -> parallel::DataParallel& { return ab ? ab->ddp() : *plain; };
-  auto ddpStats = [&] { return ab ? ab->stats() : plain->stats(); };
-  const Forward forward = [&](const torch::Tensor& x) { return ab ? ab->forward(x) : model->forward(x); };
-
   data::Augment aug;
   if (cfg.data.augment) aug = data::Augment{true, train.height() >= 32 ? 4 : 2, true};
   data::BatchLoader loader(train, rank, n, cfg.data.batch_size, cfg.seed, aug);
@@ -175,6 +175,18 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
   int64_t total = cfg.schedule.epochs * per_epoch;
   if (cfg.schedule.max_steps > 0) total = std::min(total, cfg.schedule.max_steps);
   const LrSchedule schedule(cfg, total);
+  auto optimizer = makeOptimizer(cfg, model->parameters());
+  // The strategy: plain DDP, or AB-training, which rebuilds its DDP at every phase switch.
+  std::unique_ptr<parallel::DataParallel> plain;
+  std::unique_ptr<parallel::AbTraining> ab;
+  if (cfg.strategy.name == "ab")
+    ab = std::make_unique<parallel::AbTraining>(world, model, *optimizer, abOptions(cfg, total), dopt, makeHook, &trace);
+  else
+    plain = std::make_unique<parallel::DataParallel>(world, model, dopt, makeHook(), &trace);
+  auto ddp = [&]() -> parallel::DataParallel& { return ab ? ab->ddp() : *plain; };
+  auto ddpStats = [&] { return ab ? ab->stats() : plain->stats(); };
+  const Forward forward = [&](const torch::Tensor& x) { return ab ? ab->forward(x) : model->forward(x); };
+
 
   TrainState state;
   state.config_hash = resumeHash(cfg, n);
@@ -270,6 +282,7 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
       torch::Tensor loss;
       {
         TraceScope s(&trace, "forward", "compute", 0);
+        AutocastScope amp(cfg.model.autocast == "bf16");
         loss = torch::nn::functional::cross_entropy(forward(b.x), b.y, label_opts) / static_cast<double>(accum);
       }
       {
@@ -347,6 +360,10 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
   // Summary: totals over ranks, the straggler (the rank that waited least: others waited for it).
   const auto [sent, recv] = bytes();
   const double total_sent = sumOver(*world, static_cast<double>(sent));
+  // Summed over ranks, like bytes_sent; bytes_by_phase and bytes_by_phase_link are rank 0's.
+  nlohmann::json linkTotals = linksJson(world->meter().snapshot());
+  for (const char* link : {comm::kIntraNode, comm::kInterNode})
+    linkTotals[link] = static_cast<int64_t>(sumOver(*world, linkTotals[link]["sent"].get<double>()));
   const auto st = ddpStats();
   std::vector<double> waits(n);
   double my_wait = st.wait_s;
@@ -359,6 +376,8 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
       {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss},
       {"bytes_sent", static_cast<int64_t>(total_sent)}, {"bytes_sent_per_rank", static_cast<int64_t>(total_sent / n)},
       {"bytes_by_phase", phasesJson(world->meter().snapshot())},
+      {"bytes_by_phase_link", phaseLinksJson(world->meter().snapshot())},
+      {"bytes_sent_by_link", linkTotals},
       {"compression_ratio", ddp().hook().compressionRatio()},
       {"checkpoint", checkpointFile(ckpt_dir.string(), step, 0)},
       {"samples_per_s", static_cast<double>(samples) / std::max(1e-9, wall - state.elapsed_s)},

@@ -31,7 +31,11 @@ for k in ("ab", "onlyb"):
     assert s[k]["steps"] == 40 and s[k]["test_accuracy"] > 0.3, (k, s[k]["test_accuracy"])
     # warmup 0-7, ab 8-14, sync 15, full-rank 16, ab 17-29, sync 30, full-rank 31, ab 32-39
     assert ab["steps_by_phase"] == {"warmup": 8, "ab": 28, "sync": 2, "full-rank": 2}, ab
-    assert 0 < ab["compression"] < 1 and abs(ab["compression_n_to_1"] * ab["compression"] - 1) < 1e-9, ab
+    assert 0 < ab["model_size_fraction"] < 1 and abs(ab["model_size_n_to_1"] * ab["model_size_fraction"] - 1) < 1e-9, ab
+    # The reference's metric leaves factorised layers' biases out of the denominator only.
+    assert ab["model_size_fraction"] < ab["compression_reference"] < 1.01 * ab["model_size_fraction"], ab
+    assert abs(ab["compression_reference_n_to_1"] * ab["compression_reference"] - 1) < 1e-9, ab
+    assert sum(l["params_factors"] for l in ab["layers"]) > 0 and all(l["rank"] == ab["ranks"][l["name"]] for l in ab["layers"]), ab
     assert s[k]["bytes_sent"] < s["ddp"]["bytes_sent"], (k, s[k]["bytes_sent"], s["ddp"]["bytes_sent"])
     assert s[k]["bytes_by_phase"]["ab"]["sent"] > 0, s[k]["bytes_by_phase"]
 # A codec inside the groups: its ratio covers every DDP the strategy built, and it saves bytes.

@@ -22,8 +22,30 @@ TEST(Traffic, RingAllreduceSends2NMinus1OverNPerRank) {
       EXPECT_EQ(s.total.bytes_recv, want) << "n " << n;
       EXPECT_EQ(s.by_op.at("allreduce").bytes_sent, want);
       EXPECT_EQ(s.by_phase.at("grad").bytes_sent, want);
+      // Threads of one process share the host key: every byte is intra-node.
+      EXPECT_EQ(s.by_link.at(kIntraNode).bytes_sent, want);
+      EXPECT_EQ(s.by_link.count(kInterNode), 0u);
+      EXPECT_EQ(s.by_phase_link.at("grad").at(kIntraNode).bytes_recv, want);
+      EXPECT_EQ(comms[r]->nodeOf(), std::vector<int>(n, 0));
     }
   }
+}
+
+// The link class is counted per message: a meter fed by hand splits intra and inter exactly.
+TEST(Traffic, LinkClassesAreCountedPerMessage) {
+  TrafficMeter m;
+  m.recordSend("allreduce", "ab", 100, true);
+  m.recordSend("allreduce", "sync", 40, false);
+  m.recordRecv("allreduce", "sync", 30, false);
+  m.recordSend("allreduce", "sync", 5, true);
+  const auto s = m.snapshot();
+  EXPECT_EQ(s.total.bytes_sent, 145u);
+  EXPECT_EQ(s.by_link.at(kIntraNode).bytes_sent, 105u);
+  EXPECT_EQ(s.by_link.at(kInterNode).bytes_sent, 40u);
+  EXPECT_EQ(s.by_link.at(kInterNode).bytes_recv, 30u);
+  EXPECT_EQ(s.by_phase_link.at("ab").count(kInterNode), 0u);
+  EXPECT_EQ(s.by_phase_link.at("sync").at(kIntraNode).bytes_sent, 5u);
+  EXPECT_EQ(s.by_phase_link.at("sync").at(kInterNode).bytes_sent, 40u);
 }
 
 // Shared memory counts what crosses process boundaries: the part of our slot the other ranks

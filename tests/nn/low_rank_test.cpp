@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/nn/factor_layers.h"
 #include "lowcomm/nn/low_rank.h"
 #include "lowcomm/nn/models.h"
 
@@ -376,6 +377,97 @@ TEST(LowRank, UnknownFullRankLayerIsAConfigError) {
   }
   // A prefix of a name is not a module path.
   EXPECT_THROW((void)LowRankModel(model, {"hid"}), ConfigError);
+}
+
+}  // namespace
+}  // namespace lowcomm::nn
+
+namespace lowcomm::nn {
+namespace {
+
+// Factored forward: a truncated layer runs as two thin ops; same outputs and factor gradients as
+// the materialised A*B, the weight member is not kept, merge() brings it back.
+TEST(LowRank, FactoredForwardMatchesMaterialisedWeights) {
+  auto thin_model = build("cnn", 11), dense_model = build("cnn", 11);
+  LowRankModel thin(thin_model), dense(dense_model, {kStemName, kHeadName}, true, /*factored_forward=*/false);
+  torch::manual_seed(12);
+  const auto x = torch::randn({5, 1, 28, 28});
+  const auto y = torch::randint(0, 10, {5}, torch::kInt64);
+  // conv2 64 x 288 is thin below rank 53, fc 256 x 3136 below 236; full rank is never thin.
+  // (A separate model: SVDs of W and of A*B may pick other signs for the singular vectors.)
+  LowRankModel full(build("cnn", 11));
+  full.factorise(full.fullRanks(), Factor::B);
+  EXPECT_FALSE(full.thin(layerIndex(full, "conv2")));
+  EXPECT_FALSE(full.thin(layerIndex(full, "fc")));
+  full.factorise({52, 236}, Factor::B);
+  EXPECT_TRUE(full.thin(0) && full.thin(1));
+  full.factorise({53, 237}, Factor::B);
+  EXPECT_FALSE(full.thin(0) || full.thin(1));
+  for (auto f : {Factor::B, Factor::A}) {
+    thin.factorise({16, 40}, f);
+    dense.factorise({16, 40}, f);
+    EXPECT_TRUE(thin.thin(0) && thin.thin(1));
+    EXPECT_FALSE(dense.thin(0) || dense.thin(1));
+    EXPECT_FALSE(weightMember(*thin_model, "conv2").defined());
+    EXPECT_FALSE(weightMember(*thin_model, "fc").defined());
+    const auto out_thin = thin.forward(x), out_dense = dense.forward(x);
+    EXPECT_LT(maxAbs(out_thin - out_dense), 1e-4 * maxAbs(out_dense));
+    torch::nn::functional::cross_entropy(out_thin, y).backward();
+    torch::nn::functional::cross_entropy(out_dense, y).backward();
+    for (const char* name : {"conv2", "fc"}) {
+      const std::string p = std::string(name) + (f == Factor::A ? ".A" : ".B");
+      const auto gt = param(*thin_model, p).grad(), gd = param(*dense_model, p).grad();
+      ASSERT_TRUE(gt.defined() && gd.defined()) << p;
+      EXPECT_LT(maxAbs(gt - gd), 1e-4 * maxAbs(gd)) << p;
+    }
+    clearGrads(*thin_model);
+    clearGrads(*dense_model);
+  }
+  thin.merge();
+  dense.merge();
+  EXPECT_FALSE(thin.thin(0));
+  ASSERT_TRUE(weightMember(*thin_model, "conv2").defined());
+  EXPECT_LT(maxAbs(thin.forward(x) - dense.forward(x)), 1e-4);
+}
+
+TEST(LowRank, FactorConv2dKeepsStridePaddingAndDilation) {
+  torch::manual_seed(13);
+  FactorConv2d conv(torch::nn::Conv2dOptions(6, 10, 3).stride(2).padding(2).dilation(2));
+  const auto w = conv->weight.detach().reshape({10, 54});
+  auto [u, s, vh] = torch::linalg::svd(w, false, c10::nullopt);
+  const auto a = u * s.unsqueeze(0), b = vh;  // full rank: exact
+  const auto x = torch::randn({2, 6, 11, 11});
+  const auto want = conv->forward(x);
+  conv->setFactors(a, b);
+  EXPECT_TRUE(conv->factored());
+  EXPECT_LT(maxAbs(conv->forward(x) - want), 1e-4 * maxAbs(want));
+  EXPECT_THROW(conv->setFactors(a, b.slice(1, 0, 50)), Error);
+  FactorConv2d grouped(torch::nn::Conv2dOptions(6, 10, 3).groups(2));
+  EXPECT_FALSE(grouped->canFactor());
+}
+
+}  // namespace
+}  // namespace lowcomm::nn
+
+namespace lowcomm::nn {
+namespace {
+
+// The reference's get_network_compression on a hand-computed model: mlp 28x28 with `hidden`
+// (Linear 512 -> 256, bias) factorised at rank 10; stem and head stay full rank.
+TEST(LowRank, ReferenceCompressionByHand) {
+  auto model = build("mlp", 21);
+  LowRankModel lr(model);
+  const double stem = 784 * 512 + 512, head = 256 * 10 + 10;
+  // Full rank: numerator counts the bias, the denominator does not (a factorised layer's
+  // denominator is its weight only), so the metric starts slightly above 1.
+  EXPECT_DOUBLE_EQ(lr.referenceCompression(), (stem + 512 * 256 + 256 + head) / (stem + 512 * 256 + head));
+  lr.factorise({10}, Factor::B);
+  const double num = stem + 256 /*bias*/ + 10 * 256 /*A*/ + 10 * 512 /*B*/ + head;
+  const double den = stem + 512 * 256 + head;
+  EXPECT_DOUBLE_EQ(lr.referenceCompression(), num / den);
+  EXPECT_NEAR(1.0 / lr.referenceCompression(), 1.298565, 1e-6);  // 535,562 / 412,426
+  lr.merge();
+  EXPECT_DOUBLE_EQ(lr.referenceCompression(), (stem + 512 * 256 + 256 + head) / (stem + 512 * 256 + head));
 }
 
 }  // namespace

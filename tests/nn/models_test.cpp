@@ -38,7 +38,8 @@ std::vector<std::string> names(const Model& m) {
 bool startsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 TEST(Models, NamesAreFixed) {
-  EXPECT_EQ(modelNames(), (std::vector<std::string>{"mlp", "cnn", "vgg11", "vgg16", "resnet18", "vit-tiny"}));
+  EXPECT_EQ(modelNames(), (std::vector<std::string>{"mlp", "cnn", "vgg11", "vgg16", "resnet18", "vit-tiny",
+                                                "vgg16_timm"}));
 }
 
 class EveryModel : public ::testing::TestWithParam<std::tuple<std::string, bool>> {
@@ -128,6 +129,83 @@ TEST(Models, ParameterCounts) {
   EXPECT_TRUE(near(parameterCount(*makeModel(specFor("resnet18", kCifar))), 11.17e6));
   EXPECT_TRUE(near(parameterCount(*makeModel(specFor("vgg16", kCifar))), 14.73e6));
   EXPECT_TRUE(near(parameterCount(*makeModel(specFor("vit-tiny", kCifar))), 5.4e6));
+}
+
+// timm's vgg16 (pre_logits ConvMlp head) on CIFAR-10 shapes: the AB-training reference's model.
+TEST(Models, Vgg16TimmMatchesTimmCount) {
+  EXPECT_EQ(parameterCount(*makeModel(specFor("vgg16_timm", kCifar))), 134301514);
+  auto s = specFor("vgg16_timm", kCifar);
+  s.width = 0.125;
+  auto m = makeModel(s);
+  const auto p = m->named_parameters();
+  EXPECT_EQ(p["stem.weight"].sizes(), (std::vector<int64_t>{8, 3, 3, 3}));
+  EXPECT_EQ(p["pre_logits.fc1.weight"].sizes(), (std::vector<int64_t>{512, 64, 7, 7}));
+  EXPECT_EQ(p["pre_logits.fc2.weight"].sizes(), (std::vector<int64_t>{512, 512, 1, 1}));
+  EXPECT_EQ(p["head.weight"].sizes(), (std::vector<int64_t>{10, 512}));
+  // 13 convs with biases + fc1 + fc2 + head.
+  int convs = 0;
+  for (const auto& kv : p)
+    if (kv.value().dim() == 4) ++convs;
+  EXPECT_EQ(convs, 15);
+}
+
+TEST(Models, WidthAndDropoutOnlyWhereTheModelHasThem) {
+  auto s = specFor("cnn", kMnist);
+  s.width = 0.5;
+  try {
+    makeModel(s);
+    FAIL() << "width on cnn accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.width"), std::string::npos) << e.what();
+  }
+  s = specFor("vgg16_timm", kMnist);
+  s.width = 0;
+  EXPECT_THROW(makeModel(s), ConfigError);
+  s.width = 0.125;
+  s.dropout = 1.0;
+  EXPECT_THROW(makeModel(s), ConfigError);
+  s.dropout = 0.5;  // dropout changes training outputs, not eval ones
+  auto m = makeModel(s);
+  auto x = torch::randn({4, 1, 28, 28});
+  m->eval();
+  EXPECT_TRUE(torch::equal(m->forward(x), m->forward(x)));
+  m->train();
+  EXPECT_FALSE(torch::equal(m->forward(x), m->forward(x)));
+}
+
+TEST(Models, OrthoSigmaSetsEverySingularValueToOne) {
+  auto s = specFor("vgg16_timm", kMnist);
+  s.width = 0.125;
+  torch::manual_seed(1);
+  auto plain = makeModel(s);
+  s.init = "ortho-sigma";
+  torch::manual_seed(1);
+  auto ortho = makeModel(s);
+  const auto pp = plain->named_parameters();
+  int checked = 0;
+  for (const auto& p : ortho->named_parameters()) {
+    const auto& w = p.value();
+    if (w.dim() < 2) {
+      EXPECT_TRUE(torch::equal(w, pp[p.key()])) << p.key() << ": 1-D parameters keep their init";
+      continue;
+    }
+    const auto sv = torch::linalg::svdvals(w.reshape({w.size(0), -1}), c10::nullopt);
+    EXPECT_TRUE(torch::allclose(sv, torch::ones_like(sv), 1e-4, 1e-4)) << p.key() << ": " << sv.min().item<double>()
+                                                                     << " .. " << sv.max().item<double>();
+    // The singular vectors are the default init's: W = U Vh of the same matrix.
+    const auto m = pp[p.key()].reshape({w.size(0), -1});
+    auto [u, sd, vh] = torch::linalg::svd(m, false, c10::nullopt);
+    EXPECT_TRUE(torch::allclose(u.mm(vh), w.reshape({w.size(0), -1}), 1e-4, 1e-5)) << p.key();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 16);
+  s.init = "xavier";
+  try {
+    makeModel(s);
+    FAIL() << "unknown init accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.init"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Models, VitPatchAndDepth) {

@@ -24,11 +24,12 @@ namespace {
 
 TEST(AbGroups, LayoutInvariantsForEveryWorldAndGroupSize) {
   for (int world = 1; world <= 8; ++world)
-    for (int gs : {-1, 1, 2, 3, 4, 8, 10})
+    for (int gs : {kGroupHalves, kGroupWorld, 1, 2, 3, 4, 8, 10})
       for (bool all_b : {false, true}) {
         SCOPED_TRACE("world " + std::to_string(world) + " group_size " + std::to_string(gs) +
                      (all_b ? " all_b" : ""));
-        const int want_groups = (gs < 0 || gs >= world) ? 1 : world / gs;
+        const int halves = (world >= 2 && !all_b) ? 2 : 1;  // the reference's -1
+        const int want_groups = gs == kGroupHalves ? halves : (gs < 0 || gs >= world) ? 1 : world / gs;
         const AbGroups g0 = formGroups(world, 0, gs, all_b);
         ASSERT_EQ(g0.groups, want_groups);
         ASSERT_EQ(g0.a_groups, all_b ? 0 : want_groups / 2);
@@ -94,14 +95,46 @@ TEST(AbGroups, ExactLayouts) {
   EXPECT_EQ(formGroups(8, 3, 2, false).a_groups, 2);
   EXPECT_TRUE(formGroups(8, 3, 2, false).trains_a);
   EXPECT_FALSE(formGroups(8, 4, 2, false).trains_a);
-  EXPECT_EQ(layout(6, -1), (V{{0, 1, 2, 3, 4, 5}}));
+  // The reference's -1: two halves (A, then B); one global group with only-b.
+  EXPECT_EQ(layout(6, -1), (V{{0, 1, 2}, {3, 4, 5}}));
+  EXPECT_EQ(layout(5, -1), (V{{0, 1, 2}, {3, 4}}));
+  EXPECT_EQ(formGroups(6, 0, -1, false).a_rank, (std::vector<bool>{true, true, true, false, false, false}));
+  EXPECT_EQ(layout(6, -1, /*all_b=*/true), (V{{0, 1, 2, 3, 4, 5}}));
+  EXPECT_EQ(layout(6, kGroupWorld), (V{{0, 1, 2, 3, 4, 5}}));
 
   // One group trains B.
-  const AbGroups one = formGroups(3, 1, -1, false);
+  const AbGroups one = formGroups(3, 1, kGroupWorld, false);
   EXPECT_EQ(one.groups, 1);
   EXPECT_EQ(one.a_groups, 0);
   EXPECT_FALSE(one.trains_a);
   EXPECT_EQ(one.members, (std::vector<int>{0, 1, 2}));
+}
+
+// "node": one group per node whatever the ranks' order; on one node, two halves of it.
+TEST(AbGroups, NodeGroupsFollowTheHostKeys) {
+  using V = std::vector<std::vector<int>>;
+  auto nodes = [](int world, const std::vector<int>& node_of, bool all_b = false) {
+    const AbGroups g = formGroups(world, 0, kGroupNode, all_b, node_of);
+    V out(g.groups);
+    for (int r = 0; r < world; ++r) out[g.group_of[r]].push_back(r);
+    return std::make_pair(out, g.a_groups);
+  };
+  EXPECT_EQ(nodes(4, {0, 0, 1, 1}), std::make_pair(V{{0, 1}, {2, 3}}, 1));
+  EXPECT_EQ(nodes(8, {0, 0, 1, 1, 2, 2, 3, 3}), std::make_pair(V{{0, 1}, {2, 3}, {4, 5}, {6, 7}}, 2));
+  EXPECT_EQ(nodes(4, {0, 1, 0, 1}), std::make_pair(V{{0, 2}, {1, 3}}, 1));  // round-robin placement
+  EXPECT_EQ(nodes(4, {0, 0, 1, 1}, true), std::make_pair(V{{0, 1}, {2, 3}}, 0));
+  EXPECT_EQ(nodes(4, {0, 0, 0, 0}), std::make_pair(V{{0, 1}, {2, 3}}, 1));
+  EXPECT_EQ(nodes(4, {0, 0, 0, 0}, true), std::make_pair(V{{0, 1}, {2, 3}}, 0));
+  EXPECT_EQ(nodes(1, {0}), std::make_pair(V{{0}}, 0));
+  EXPECT_EQ(nodes(4, {}), std::make_pair(V{{0, 1}, {2, 3}}, 1));  // unknown nodes: halves
+  const AbGroups g = formGroups(4, 3, kGroupNode, false, {0, 1, 0, 1});
+  EXPECT_EQ(g.members, (std::vector<int>{1, 3}));
+  EXPECT_FALSE(g.trains_a);
+  EXPECT_THROW(formGroups(4, 0, kGroupNode, false, {1, 1, 0, 0}), Error);  // not numbered by lowest rank
+  EXPECT_THROW(formGroups(4, 0, kGroupNode, false, {0, 1}), Error);
+  EXPECT_EQ(groupSizeName(kGroupNode), "node");
+  EXPECT_EQ(groupSizeName(kGroupWorld), "world");
+  EXPECT_EQ(groupSizeName(4), "4");
 }
 
 TEST(AbGroups, BadArguments) {
@@ -111,6 +144,7 @@ TEST(AbGroups, BadArguments) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("ab.group_size"), std::string::npos) << e.what();
   }
+  EXPECT_THROW(formGroups(4, 0, -7, false), ConfigError);
   EXPECT_THROW(formGroups(0, 0, 2, false), Error);
   EXPECT_THROW(formGroups(4, 4, 2, false), Error);
   EXPECT_THROW(formGroups(4, -1, 2, false), Error);

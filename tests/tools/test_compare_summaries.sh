@@ -10,7 +10,7 @@ cat > "$tmp/ddp.json" <<'J'
 J
 cat > "$tmp/ab.json" <<'J'
 {"strategy": "ab", "steps": 100, "test_accuracy": 0.895, "bytes_sent": 1000000, "wall_s": 8, "compression_ratio": 1.0,
- "ab": {"compression": 0.25, "compression_n_to_1": 4.0}}
+ "ab": {"model_size_fraction": 0.26, "model_size_n_to_1": 3.85, "compression_reference": 0.25, "compression_reference_n_to_1": 4.0}}
 J
 out=$(/usr/bin/python3 "$TOOL" DDP="$tmp/ddp.json" AB="$tmp/ab.json")
 echo "$out"

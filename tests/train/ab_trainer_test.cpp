@@ -100,8 +100,11 @@ TEST(AbTrainer, ScheduleMetricsAndSummary) {
   EXPECT_GE(r, 1);
   EXPECT_LT(r, 256);  // a trained 256 x 512 layer has singular values below half the largest
   const double full = 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10;
-  EXPECT_NEAR(ab["compression"].get<double>(), (full - 512 * 256 + r * (256 + 512)) / full, 1e-12);
-  EXPECT_NEAR(ab["compression_n_to_1"].get<double>(), 1.0 / ab["compression"].get<double>(), 1e-9);
+  EXPECT_NEAR(ab["model_size_fraction"].get<double>(), (full - 512 * 256 + r * (256 + 512)) / full, 1e-12);
+  EXPECT_NEAR(ab["model_size_n_to_1"].get<double>(), 1.0 / ab["model_size_fraction"].get<double>(), 1e-9);
+  // The reference's metric: the factorised layer's bias (256) counts above, not below.
+  EXPECT_NEAR(ab["compression_reference"].get<double>(), (full - 512 * 256 + r * (256 + 512)) / (full - 256), 1e-12);
+  EXPECT_NEAR(ab["compression_reference_n_to_1"].get<double>(), 1.0 / ab["compression_reference"].get<double>(), 1e-9);
   // Traffic per phase in the meter.
   for (const char* p : {"warmup", "ab", "sync", "full-rank"}) {
     ASSERT_TRUE(s["bytes_by_phase"].contains(p)) << p;

@@ -29,7 +29,8 @@ std::string errorOf(const std::string& text, std::vector<std::string> sets = {})
 }  // namespace
 
 TEST(Config, ShippedConfigsLoad) {
-  for (const char* name : {"fmnist_cnn_ddp.toml", "fmnist_vgg_ddp.toml", "fmnist_cnn_ab.toml", "fmnist_vgg_ab.toml"}) {
+  for (const char* name : {"fmnist_cnn_ddp.toml", "fmnist_vgg_ddp.toml", "fmnist_cnn_ab.toml", "fmnist_vgg_ab.toml",
+                           "fmnist_vgg16timm_ddp.toml", "fmnist_vgg16timm_ab.toml"}) {
     const auto c = loadConfig(std::string(LC_SOURCE_DIR) + "/configs/" + name);
     EXPECT_FALSE(c.model.name.empty()) << name;
   }
@@ -38,7 +39,7 @@ TEST(Config, ShippedConfigsLoad) {
 // Each AB config's baseline is the DDP config: identical but for the strategy, [ab] and the
 // output directory.
 TEST(Config, AbConfigsDifferFromTheirDdpBaselinesOnlyInStrategy) {
-  for (const char* model : {"cnn", "vgg"}) {
+  for (const char* model : {"cnn", "vgg", "vgg16timm"}) {
     const std::string dir = std::string(LC_SOURCE_DIR) + "/configs/fmnist_" + model;
     const auto ab = loadConfig(dir + "_ab.toml");
     auto ddp = loadConfig(dir + "_ddp.toml");
@@ -48,6 +49,69 @@ TEST(Config, AbConfigsDifferFromTheirDdpBaselinesOnlyInStrategy) {
     ddp.ab = ab.ab;
     ddp.logging.out_dir = ab.logging.out_dir;
     EXPECT_EQ(toToml(ddp), toToml(ab)) << model;
+  }
+}
+
+// The reference-setup config keeps the reference's proportions: its step fractions give the
+// reference's counts at the reference's 15,000 steps, and 14 syncs at ours as at theirs.
+TEST(Config, Vgg16TimmConfigKeepsTheReferenceFractions) {
+  const auto c = loadConfig(std::string(LC_SOURCE_DIR) + "/configs/fmnist_vgg16timm_ab.toml");
+  EXPECT_EQ(c.model.init, "ortho-sigma");
+  EXPECT_EQ(c.model.autocast, "bf16");
+  EXPECT_EQ(c.ab.sync_mode, "only-b");
+  EXPECT_EQ(c.ab.group_size, -2);  // "node"
+  EXPECT_EQ(c.optimizer.name, "adamw");
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.003);
+  EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 0.1);
+  EXPECT_EQ(runSteps(c.schedule.warmup_steps, 15000), 1000);
+  EXPECT_EQ(runSteps(c.ab.warmup_steps, 15000), 4330);
+  EXPECT_EQ(runSteps(c.ab.steps_btw_syncing, 15000), 759);
+  EXPECT_EQ(runSteps(c.ab.ddp_steps_after_sync, 15000), 60);
+  EXPECT_EQ(runSteps(c.ab.lr_rebound_steps, 15000), 267);
+  const int64_t total = c.schedule.max_steps, warm = runSteps(c.ab.warmup_steps, total),
+                every = runSteps(c.ab.steps_btw_syncing, total);
+  int syncs = 0;
+  for (int64_t s = warm + 1; s < total; ++s) syncs += s % every == 0;
+  EXPECT_EQ(syncs, 14);
+}
+
+TEST(Config, StepKeysTakeCountsOrFractions) {
+  auto c = loadConfig("", {"ab.warmup_steps=0.25", "ab.steps_btw_syncing=40", "schedule.warmup_steps=0"});
+  EXPECT_EQ(runSteps(c.ab.warmup_steps, 1000), 250);
+  EXPECT_EQ(runSteps(c.ab.warmup_steps, 2), 1);  // at least one step
+  EXPECT_EQ(runSteps(c.ab.steps_btw_syncing, 1000), 40);
+  EXPECT_EQ(runSteps(c.schedule.warmup_steps, 1000), 0);
+  // The resolved file loads back to the same values.
+  const auto again = loadConfig(writeToml(toToml(c)));
+  EXPECT_EQ(toToml(again), toToml(c));
+  for (const char* bad : {"ab.warmup_steps=1.5", "ab.warmup_steps=-3", "ab.lr_rebound_steps=1.0", "ab.steps_btw_syncing=0"}) {
+    try {
+      loadConfig("", {bad});
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const ConfigError& e) {
+      const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Config, AbGroupSizeNamesAndNewKeys) {
+  EXPECT_EQ(loadConfig("", {"ab.group_size=node"}).ab.group_size, -2);
+  EXPECT_EQ(loadConfig("", {"ab.group_size=world"}).ab.group_size, -3);
+  EXPECT_EQ(loadConfig("", {"ab.group_size=-1"}).ab.group_size, -1);
+  EXPECT_EQ(loadConfig("", {"ab.group_size=4"}).ab.group_size, 4);
+  const auto c = loadConfig("", {"ab.group_size=world", "ab.train_setup=individual", "ab.reset_opt=true",
+                                 "model.autocast=bf16", "model.init=ortho-sigma", "model.width=0.25"});
+  EXPECT_EQ(toToml(loadConfig(writeToml(toToml(c)))), toToml(c));
+  for (const char* bad : {"ab.group_size=-2", "ab.group_size=0", "ab.group_size=rack", "ab.train_setup=alone",
+                          "model.autocast=fp16", "model.init=xavier", "model.width=0", "model.dropout=1"}) {
+    try {
+      loadConfig("", {bad});
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const ConfigError& e) {
+      const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
   }
 }
 

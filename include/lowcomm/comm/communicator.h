@@ -98,6 +98,9 @@ class Communicator {
   Algo chooseAllreduce(size_t bytes, Algo forced = Algo::automatic) const;
   // Whether every rank runs on this host (same network namespace), so shared memory works.
   bool allLocal() const { return all_local_; }
+  // Node of every rank: ranks with the same host key (same machine and network namespace) share
+  // a number; nodes are numbered 0, 1, ... in order of their lowest rank.
+  const std::vector<int>& nodeOf() const { return node_of_; }
 
  private:
   Communicator(std::shared_ptr<net::Store> store, std::string prefix, int rank, int size, CommOptions opts,
@@ -118,6 +121,7 @@ class Communicator {
   uint64_t splits_ = 0;
   std::string phase_;
   bool all_local_ = false;
+  std::vector<int> node_of_;
   std::unique_ptr<ShmDomain> shm_;
 };
 

@@ -1,5 +1,7 @@
 // Traffic meter: every payload byte a rank sends and receives through the Communicator,
-// keyed by operation and by a caller-supplied phase label. Thread-safe.
+// keyed by operation, by a caller-supplied phase label and by link class: "intra-node" (the peer
+// shares this rank's host key, lowcomm/net/shm.h: same machine and network namespace; shared
+// memory always is) or "inter-node". Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -21,12 +23,18 @@ struct TrafficSnapshot {
   TrafficCount total;
   std::map<std::string, TrafficCount> by_op;     // "allreduce", "allgather", ...
   std::map<std::string, TrafficCount> by_phase;  // caller labels; "" when none was set
+  std::map<std::string, TrafficCount> by_link;   // kIntraNode / kInterNode
+  std::map<std::string, std::map<std::string, TrafficCount>> by_phase_link;  // phase -> link class
 };
+
+inline constexpr const char* kIntraNode = "intra-node";
+inline constexpr const char* kInterNode = "inter-node";
 
 class TrafficMeter {
  public:
-  void recordSend(const std::string& op, const std::string& phase, uint64_t bytes);
-  void recordRecv(const std::string& op, const std::string& phase, uint64_t bytes);
+  // same_host: the peer is on this rank's node (kIntraNode), else kInterNode.
+  void recordSend(const std::string& op, const std::string& phase, uint64_t bytes, bool same_host);
+  void recordRecv(const std::string& op, const std::string& phase, uint64_t bytes, bool same_host);
   TrafficSnapshot snapshot() const;
   void reset();
 

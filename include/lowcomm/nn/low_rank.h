@@ -7,6 +7,9 @@
 // with W = A*B. The layer's own `weight` member then holds A*B (reshaped), recomputed by
 // materialize() (forward() calls it), so the model's unchanged forward code uses the factors and
 // autograd reaches them. Only the trained factor requires grad; the other one is frozen.
+// Factored forward: a layer registered as FactorConv2d / FactorLinear (factor_layers.h) whose rank
+// makes r*(rows + cols) < rows*cols runs as two thin ops from A and B instead (its `weight` is
+// then undefined and materialize() skips it), unless factored_forward is false.
 //
 // Contract:
 // - factorise(ranks, trained) takes an SVD W = U diag(S) Vh of every layer's current weight and
@@ -44,7 +47,7 @@ class LowRankModel {
   // Throws ConfigError("ab.full_rank_layers: ...") for a listed name that is not a module path of
   // the model.
   LowRankModel(std::shared_ptr<Model> model, std::vector<std::string> full_rank_layers = {kStemName, kHeadName},
-               bool split_sigma = true);
+               bool split_sigma = true, bool factored_forward = true);
 
   // materialize() then the model's forward.
   torch::Tensor forward(const torch::Tensor& x);
@@ -58,6 +61,8 @@ class LowRankModel {
   bool factorised() const { return factorised_; }
   Factor trained() const { return trained_; }
   bool splitSigma() const { return split_sigma_; }
+  // Whether layer i runs from its factors (factored forward) right now.
+  bool thin(size_t i) const;
 
   void factorise(const std::vector<int64_t>& ranks, Factor trained);
   void merge();
@@ -79,6 +84,10 @@ class LowRankModel {
   // factorised layers). Their ratio is the AB-training compression metric.
   int64_t fullRankParameters() const;
   int64_t currentParameters() const;
+  // The AB-training reference's compression (get_network_compression): current parameters
+  // (factorised layers: bias + A + B) over full-rank parameters where a factorised layer counts
+  // its weight only, not its bias. Every other parameter counts on both sides.
+  double referenceCompression() const;
 
  private:
   struct Slot;
@@ -86,6 +95,7 @@ class LowRankModel {
   Svd decompose(size_t i);  // the cached SVD of layer i if its weights did not change since
   std::shared_ptr<Model> model_;
   bool split_sigma_;
+  bool factored_forward_;
   bool factorised_ = false;
   Factor trained_ = Factor::B;
   std::vector<LowRankLayer> layers_;

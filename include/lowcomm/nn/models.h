@@ -32,6 +32,9 @@ struct ModelSpec {
   int classes = 10;      // >= 1
   int vit_patch = 0;     // vit-tiny patch size; 0 = auto: 7 if it divides image_size, else 4
   int vit_depth = 12;    // vit-tiny transformer blocks (12 = standard ViT-Tiny; fewer for CPU speed)
+  double width = 1.0;    // vgg16_timm: channel multiplier (> 0); other models accept only 1
+  double dropout = 0.0;  // vgg16_timm: dropout in pre_logits and before the head, [0, 1)
+  std::string init = "default";  // "default" (the family's own) | "ortho-sigma" (see applyInit)
 };
 
 // A classifier. forward(x) takes float [B, in_channels, image_size, image_size] and returns logits
@@ -57,6 +60,13 @@ std::shared_ptr<Model> makeModel(const ModelSpec& spec);
 
 // Valid values of ModelSpec::name, in a fixed order.
 std::vector<std::string> modelNames();
+
+// Re-initialises a built model: "default" leaves it alone; "ortho-sigma" (the AB-training
+// reference's init) sets every singular value of every parameter with >= 2 dims to 1, viewing it
+// as rows x (numel / rows): W = U diag(S) Vh becomes U Vh. Throws ConfigError naming model.init
+// for another name.
+void applyInit(Model& model, const std::string& init);
+std::vector<std::string> initNames();  // "default", "ortho-sigma"
 
 // Number of scalar parameters (trainable tensors; buffers such as BatchNorm statistics excluded).
 int64_t parameterCount(const torch::nn::Module& module);

@@ -9,10 +9,17 @@
 
 namespace lowcomm::parallel {
 
+// group_size values besides a positive size (config ab.group_size; AB_TRAINING.md "Groups").
+inline constexpr int kGroupHalves = -1;  // the reference's -1: two halves; one global group with only-b
+inline constexpr int kGroupNode = -2;    // "node": one group per node (host key); two halves on one node
+inline constexpr int kGroupWorld = -3;   // "world": one global group
+
 // This rank's place in the AB group layout.
-//  - The world is cut into `groups` groups of contiguous ranks: group_size <= 0 (config -1) means
-//    one global group, otherwise max(1, world / group_size) groups; the world % groups leftover
-//    ranks go one each to the first groups.
+//  - group_size >= 1: max(1, world / group_size) groups of contiguous ranks; the world % groups
+//    leftover ranks go one each to the first groups. kGroupHalves: two such groups (one with
+//    all_b, as in the reference); kGroupWorld: one. kGroupNode: group g holds the ranks with
+//    node_of[r] == g (nodes numbered 0.. by lowest rank, Communicator::nodeOf), or two halves
+//    when every rank is on one node (or node_of is empty).
 //  - The first a_groups = groups / 2 groups train A, the others train B (one group: it trains B).
 //    With all_b every group trains B (sync mode only-b).
 struct AbGroups {
@@ -25,9 +32,12 @@ struct AbGroups {
   std::vector<bool> a_rank;    // per world rank: trains A
 };
 
-// Throws ConfigError naming ab.group_size for 0 (a size >= world gives one group); lowcomm::Error
-// for world < 1 or a rank outside [0, world).
-AbGroups formGroups(int world, int rank, int group_size, bool all_b);
+// Throws ConfigError naming ab.group_size for 0 or another negative value (a size >= world gives
+// one group); lowcomm::Error for world < 1, a rank outside [0, world) or a node_of that is not
+// numbered as nodeOf() numbers nodes.
+AbGroups formGroups(int world, int rank, int group_size, bool all_b, const std::vector<int>& node_of = {});
+// "node", "world", "-1" or the number, for messages and the summary.
+std::string groupSizeName(int group_size);
 
 enum class SyncMode { full, with_stale, only_learned, only_b };
 SyncMode parseSyncMode(const std::string& name);  // ConfigError naming ab.sync_mode

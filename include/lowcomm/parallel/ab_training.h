@@ -38,7 +38,7 @@
 namespace lowcomm::parallel {
 
 struct AbOptions {
-  int group_size = 2;                   // ranks per group; -1 = one global group
+  int group_size = kGroupNode;          // ranks per group, or kGroupNode / kGroupHalves / kGroupWorld
   std::string sync_mode = "with-stale";  // full | with-stale | only-learned | only-b
   int64_t warmup_steps = 500;
   int64_t steps_btw_syncing = 200;
@@ -48,6 +48,12 @@ struct AbOptions {
   bool split_sigma = true;
   std::vector<std::string> full_rank_layers = {nn::kStemName, nn::kHeadName};
   double rebound_lr = 1e-5;
+  // "groups": the trained factor's gradients are averaged inside the group every step;
+  // "individual": every rank trains its factor alone between syncs (only 1-D parameters and the
+  // always-full-rank layers are averaged inside the group).
+  std::string train_setup = "groups";
+  bool reset_opt = false;         // zero the optimizer moments at every switch (the reference's reset_opt)
+  bool factored_forward = true;   // truncated layers run as two thin ops (low_rank.h)
 };
 
 // Throws ConfigError naming the `ab.*` key for an impossible combination.
@@ -62,6 +68,7 @@ struct AbEvent {
   std::string kind;              // "svd" (after warmup), "sync", "truncate", "final-sync"
   std::vector<int64_t> ranks;    // per low-rank layer after the change (empty when full-rank)
   double compression = 1.0;      // parameters now / full-rank parameters
+  double compression_reference = 1.0;  // LowRankModel::referenceCompression()
 };
 
 using HookFactory = std::function<std::shared_ptr<BucketHook>()>;
@@ -93,6 +100,7 @@ class AbTraining {
   // compression metric; 1 while full-rank). lastCompression(): after the latest truncation/SVD.
   double compression() const;
   double lastCompression() const { return last_compression_; }
+  double lastReferenceCompression() const { return last_reference_; }
   const std::vector<int64_t>& lastRanks() const { return last_ranks_; }
   // Events since the last call.
   std::vector<AbEvent> takeEvents();
@@ -127,7 +135,7 @@ class AbTraining {
   NamedOptimizerState opt_state_;
   AbPhase phase_ = AbPhase::warmup;
   int64_t phase_start_ = 0, last_switch_ = -1;
-  double last_compression_ = 1.0;
+  double last_compression_ = 1.0, last_reference_ = 1.0;
   std::vector<int64_t> last_ranks_;
   std::vector<AbEvent> events_;
   std::map<std::string, int64_t> steps_by_phase_;

@@ -41,6 +41,9 @@ struct DdpOptions {
   // false: communicate on `world` itself instead of a split of it (the caller then must not use
   // `world` while this object lives; saves a rendezvous when DDP is rebuilt often).
   bool split_comm = true;
+  // Trainable parameters whose names end with one of these stay local: their gradients are
+  // neither bucketed nor averaged (AB-training's `individual` setup trains its factor alone).
+  std::vector<std::string> local_suffixes;
 };
 
 struct DdpStats {

@@ -35,6 +35,9 @@ class NamedOptimizerState {
   // saved with it). load() needs the optimizer to know the state type (SGD, Adam, AdamW).
   void save(torch::serialize::OutputArchive& ar) const;
   void load(torch::serialize::InputArchive& ar, const torch::optim::Optimizer& opt);
+  // The reference's reset_opt: zeroes the moments (SGD momentum buffer; Adam/AdamW exp_avg,
+  // exp_avg_sq, max_exp_avg_sq) of every state, bound or stored; step counts are kept.
+  void resetMoments(torch::optim::Optimizer& opt);
 
  private:
   std::map<std::string, std::unique_ptr<torch::optim::OptimizerParamState>> stored_;

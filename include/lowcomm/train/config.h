@@ -20,6 +20,10 @@ struct TrainConfig {
     std::string name = "cnn";
     int64_t vit_patch = 7;
     int64_t vit_depth = 12;
+    double width = 1.0;            // vgg16_timm channel multiplier
+    double dropout = 0.0;          // vgg16_timm dropout
+    std::string init = "default";  // default | ortho-sigma
+    std::string autocast = "off";  // off | bf16: forward and loss under bf16 autocast, f32 master weights
   } model;
   struct {
     std::string dataset = "fashion-mnist";
@@ -44,7 +48,7 @@ struct TrainConfig {
     std::string name = "constant";  // constant | step | cosine
     int64_t epochs = 10;
     int64_t max_steps = 0;  // stop after this many optimizer steps (0 = run all epochs)
-    int64_t warmup_steps = 0;
+    double warmup_steps = 0;  // steps, or a fraction of the run (see RunSteps)
     int64_t step_size = 1000;  // step schedule: multiply by gamma every step_size steps
     double gamma = 0.1;
     double min_lr = 0.0;
@@ -58,15 +62,21 @@ struct TrainConfig {
   // AB-training (strategy.name = "ab"; AB_TRAINING.md). Defaults follow the reference's
   // experiment configs where they are not step counts.
   struct {
-    int64_t group_size = 2;                // ranks per group; -1 = one global group
+    // Ranks per group (>= 1), or "node" (-2: one group per node, two halves on one node), -1 (the
+    // reference's: two halves, one global group with only-b), "world" (-3: one global group).
+    int64_t group_size = -2;
     std::string sync_mode = "with-stale";  // full | with-stale | only-learned | only-b
-    int64_t warmup_steps = 500;            // global full-rank DDP steps before the first SVD
-    int64_t steps_btw_syncing = 200;       // a sync at every step divisible by this
-    int64_t ddp_steps_after_sync = 20;     // global full-rank steps after each sync
-    int64_t lr_rebound_steps = 50;         // LR ramp from 1e-5 after every switch
+    // Step counts, or fractions of the run (see RunSteps).
+    double warmup_steps = 500;             // global full-rank DDP steps before the first SVD
+    double steps_btw_syncing = 200;        // a sync at every step divisible by this
+    double ddp_steps_after_sync = 20;      // global full-rank steps after each sync
+    double lr_rebound_steps = 50;          // LR ramp from 1e-5 after every switch
     double low_rank_cutoff = 0.15;         // keep singular values > cutoff * s_max
     bool split_sigma = true;               // A = U sqrt(S), B = sqrt(S) Vh
     std::vector<std::string> full_rank_layers = {"stem", "head"};
+    std::string train_setup = "groups";    // groups | individual (each rank trains alone between syncs)
+    bool reset_opt = false;                // zero optimizer moments at every switch
+    bool factored_forward = true;          // truncated layers run as two thin ops
   } ab;
   // Gradient compression of the data-parallel strategy ([compress], codec "none" = plain
   // allreduce). compress.seed is taken from the top-level seed.
@@ -91,6 +101,12 @@ struct TrainConfig {
     std::string dir;          // empty = <out_dir>/checkpoints
   } checkpoint;
 };
+
+// Step-count keys (schedule.warmup_steps, ab.warmup_steps, ab.steps_btw_syncing,
+// ab.ddp_steps_after_sync, ab.lr_rebound_steps) take an integer number of optimizer steps or a
+// number in (0, 1): that fraction of the run's total steps, rounded (at least 1). So a config can
+// keep a reference run's proportions at any run length.
+int64_t runSteps(double value, int64_t total_steps);
 
 // Loads `path` (empty: defaults only), then applies overrides "section.key=value" in order.
 TrainConfig loadConfig(const std::string& path, const std::vector<std::string>& overrides = {});

@@ -41,5 +41,9 @@ void writeTimeline(comm::Communicator& world, const Trace& trace, const std::str
 
 // nlohmann::json of a traffic snapshot's phases: {phase: {"sent": b, "recv": b}}.
 nlohmann::json phasesJson(const comm::TrafficSnapshot& s);
+// {"intra-node": {"sent", "recv"}, "inter-node": {...}} (both keys always present).
+nlohmann::json linksJson(const comm::TrafficSnapshot& s);
+// {phase: {"intra-node": sent, "inter-node": sent}} for every phase with traffic.
+nlohmann::json phaseLinksJson(const comm::TrafficSnapshot& s);
 
 }  // namespace lowcomm::train

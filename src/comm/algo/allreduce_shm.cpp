@@ -36,8 +36,8 @@ void allreduceShm(ShmDomain& d, char* buf, size_t count, DType dt, ReduceOp op, 
     std::memcpy(buf + off * es, d.result(epoch), len * es);
     crossed += (len - sl + static_cast<uint64_t>(n - 1) * sl) * es;  // slot minus own share, share to n-1
   }
-  meter.recordSend("allreduce", phase, crossed);
-  meter.recordRecv("allreduce", phase, crossed);
+  meter.recordSend("allreduce", phase, crossed, /*same_host=*/true);
+  meter.recordRecv("allreduce", phase, crossed, /*same_host=*/true);
 }
 
 }  // namespace lowcomm::comm

@@ -1,0 +1,46 @@
+// Conv2d and Linear layers that can run from low-rank factors W = A*B as two thin operations
+// instead of materialising W (AB-training's factored forward; see low_rank.h).
+//
+// They are the LibTorch layers (as<torch::nn::Conv2d>() / as<torch::nn::Linear>() still find
+// them, parameters and options are the same); models that want the factored forward register
+// these instead. While factors are set (setFactors with defined tensors):
+//  - FactorLinear:  y = (x Bᵀ) Aᵀ + bias                         (A [out x r], B [r x in])
+//  - FactorConv2d:  y = conv1x1(conv_kxk(x, B as [r, in, kh, kw]), A as [out, r, 1, 1]) + bias,
+//                   with the layer's stride, padding and dilation on the k x k conv.
+// This equals the layer with W = A*B up to floating-point rounding. Without factors they behave
+// exactly like the LibTorch layer (reading `weight`).
+#pragma once
+
+#include <torch/torch.h>
+
+namespace lowcomm::nn {
+
+class FactorConv2dImpl : public torch::nn::Conv2dImpl {
+ public:
+  using torch::nn::Conv2dImpl::Conv2dImpl;
+  torch::Tensor forward(const torch::Tensor& x);
+  // Whether this layer's options allow the two-conv form (zeros padding given as numbers, one group).
+  bool canFactor() const;
+  // Undefined tensors return to the weight-based forward. Throws lowcomm::Error for shapes that do
+  // not match the weight or for a layer that cannot factor.
+  void setFactors(torch::Tensor a, torch::Tensor b);
+  bool factored() const { return a_.defined(); }
+
+ private:
+  torch::Tensor a_, b_;
+};
+TORCH_MODULE(FactorConv2d);
+
+class FactorLinearImpl : public torch::nn::LinearImpl {
+ public:
+  using torch::nn::LinearImpl::LinearImpl;
+  torch::Tensor forward(const torch::Tensor& x);
+  void setFactors(torch::Tensor a, torch::Tensor b);
+  bool factored() const { return a_.defined(); }
+
+ private:
+  torch::Tensor a_, b_;
+};
+TORCH_MODULE(FactorLinear);
+
+}  // namespace lowcomm::nn
