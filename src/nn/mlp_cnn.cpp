@@ -13,7 +13,7 @@ class Mlp : public Model {
   explicit Mlp(const ModelSpec& s) : Model(s) {
     const int64_t in = int64_t{s.in_channels} * s.image_size * s.image_size;
     stem_ = register_module(kStemName, torch::nn::Linear(in, 512));
-    hidden_ = register_module("hidden", torch::nn::Linear(512, 256));
+    hidden_ = register_module("hidden", FactorLinear(512, 256));
     head_ = register_module(kHeadName, torch::nn::Linear(256, s.classes));
   }
 
@@ -25,7 +25,8 @@ class Mlp : public Model {
   }
 
  private:
-  torch::nn::Linear stem_{nullptr}, hidden_{nullptr}, head_{nullptr};
+  torch::nn::Linear stem_{nullptr}, head_{nullptr};
+  FactorLinear hidden_{nullptr};  // AB-training factorises it (factored forward)
 };
 
 // The classic 2-conv network: stem Conv(C->32, 3x3, pad 1) -> ReLU -> MaxPool2 ->

@@ -256,6 +256,68 @@ INSTANTIATE_TEST_SUITE_P(Runs, AbSchedule,
                            return "world" + std::to_string(info.param.world) + "_" + m;
                          });
 
+// train_setup: "groups" averages the trained factor's gradients inside the group, so group members
+// hold the same factor; "individual" trains it on each rank alone (different data, different
+// factors) while 1-D parameters and the always-full-rank layers are still averaged in the group.
+// reset_opt zeroes the moments at each switch.
+TEST(AbTraining, IndividualSetupAndResetOpt) {
+  const int n = 4;
+  for (const std::string setup : {"groups", "individual"}) {
+    SCOPED_TRACE(setup);
+    AbOptions o;
+    o.group_size = 2;
+    o.sync_mode = "only-learned";
+    o.warmup_steps = 1;
+    o.steps_btw_syncing = 100;
+    o.train_setup = setup;
+    o.reset_opt = setup == "individual";
+    std::vector<std::shared_ptr<nn::Model>> models;
+    for (int r = 0; r < n; ++r) {
+      torch::manual_seed(21);
+      nn::ModelSpec s;
+      s.name = "mlp";
+      s.image_size = 8;
+      models.push_back(nn::makeModel(s));
+    }
+    std::vector<Snapshot> after(n);
+    std::vector<double> moment_after_switch(n, -1);
+    auto comms = test::makeComms(n);
+    test::onRanks(n, [&](int r) {
+      torch::optim::SGD opt(models[r]->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+      AbTraining ab(comms[r], models[r], opt, o, DdpOptions{});
+      for (int64_t step = 0; step < 4; ++step) {
+        ab.beginStep(step);
+        if (step == 1) {  // just switched: the warmup step's momentum is reset only with reset_opt
+          double m = 0;
+          for (auto& kv : opt.state())
+            m += static_cast<torch::optim::SGDParamState&>(*kv.second).momentum_buffer().abs().sum().item<double>();
+          moment_after_switch[r] = m;
+        }
+        torch::manual_seed(100 * step + r);
+        const auto x = torch::randn({8, 1, 8, 8});
+        const auto y = torch::randint(0, 10, {8}, torch::kInt64);
+        torch::nn::functional::cross_entropy(ab.forward(x), y).backward();
+        ab.ddp().finish();
+        opt.step();
+        opt.zero_grad();
+      }
+      after[r] = snapshot(*models[r]);
+    });
+    for (int r : {0, 2}) {  // groups {0, 1} (A) and {2, 3} (B)
+      const std::string trained = r == 0 ? "hidden.A" : "hidden.B";
+      const bool same = torch::equal(after[r].at(trained), after[r + 1].at(trained));
+      EXPECT_EQ(same, setup == "groups") << trained << " of ranks " << r << ", " << r + 1;
+      EXPECT_TRUE(torch::equal(after[r].at("hidden.bias"), after[r + 1].at("hidden.bias")));
+      EXPECT_TRUE(torch::equal(after[r].at("stem.weight"), after[r + 1].at("stem.weight")));
+      EXPECT_FALSE(torch::equal(after[0].at("stem.weight"), after[2].at("stem.weight")));  // groups differ
+    }
+    for (int r = 0; r < n; ++r) {
+      if (setup == "individual") EXPECT_EQ(moment_after_switch[r], 0.0) << "rank " << r;
+      else EXPECT_GT(moment_after_switch[r], 0.0) << "rank " << r;
+    }
+  }
+}
+
 TEST(AbTraining, InvalidOptionsAreConfigErrors) {
   AbOptions o;
   o.group_size = 0;
@@ -268,6 +330,12 @@ TEST(AbTraining, InvalidOptionsAreConfigErrors) {
   EXPECT_THROW(validateAbOptions(o), ConfigError);
   o = AbOptions{};
   o.low_rank_cutoff = 1.0;
+  EXPECT_THROW(validateAbOptions(o), ConfigError);
+  o = AbOptions{};
+  o.train_setup = "alone";
+  EXPECT_THROW(validateAbOptions(o), ConfigError);
+  o = AbOptions{};
+  o.group_size = -5;
   EXPECT_THROW(validateAbOptions(o), ConfigError);
   EXPECT_NO_THROW(validateAbOptions(AbOptions{}));
 }
