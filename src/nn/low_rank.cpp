@@ -148,11 +148,24 @@ std::vector<int64_t> LowRankModel::ranksAbove(double cutoff) {
 }
 
 void LowRankModel::factorise(const std::vector<int64_t>& ranks, Factor trained) {
+  factorise(ranks, std::vector<Factor>(layers_.size(), trained));
+}
+
+std::vector<Factor> LowRankModel::smallerFactors() const {
+  std::vector<Factor> out;
+  for (const auto& l : layers_) out.push_back(l.rows < l.cols ? Factor::A : Factor::B);
+  return out;
+}
+
+void LowRankModel::factorise(const std::vector<int64_t>& ranks, const std::vector<Factor>& trained_each) {
   LC_ENFORCE(ranks.size() == layers_.size(), "factorise: ", ranks.size(), " ranks for ", layers_.size(), " layers");
+  LC_ENFORCE(trained_each.size() == layers_.size(), "factorise: ", trained_each.size(), " factors for ",
+             layers_.size(), " layers");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < layers_.size(); ++i) {
     auto& s = *slots_[i];
     auto& layer = layers_[i];
+    const Factor trained = trained_each[i];
     const Svd d = decompose(i);
     auto u = d.u, sv = d.s, vh = d.vh;
     const int64_t r = std::clamp<int64_t>(ranks[i], 1, std::min(layer.rows, layer.cols));
@@ -179,7 +192,8 @@ void LowRankModel::factorise(const std::vector<int64_t>& ranks, Factor trained) 
     *s.weight = s.thin ? torch::Tensor() : s.a.mm(s.b).view(layer.shape);
   }
   factorised_ = true;
-  trained_ = trained;
+  trained_each_ = trained_each;
+  trained_ = trained_each.empty() ? Factor::B : trained_each.front();
   svd_cache_.clear();
 }
 
@@ -206,6 +220,7 @@ void LowRankModel::setTrained(Factor trained) {
     s->b.set_requires_grad(trained == Factor::B);
   }
   trained_ = trained;
+  trained_each_.assign(layers_.size(), trained);
 }
 
 int64_t LowRankModel::currentParameters() const { return parameterCount(*model_); }

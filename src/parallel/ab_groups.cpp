@@ -83,7 +83,9 @@ SyncMode parseSyncMode(const std::string& name) {
   if (name == "with-stale") return SyncMode::with_stale;
   if (name == "only-learned") return SyncMode::only_learned;
   if (name == "only-b") return SyncMode::only_b;
-  throw ConfigError("ab.sync_mode: unknown mode '" + name + "'; valid values: full, with-stale, only-learned, only-b");
+  if (name == "only-smaller") return SyncMode::only_smaller;
+  throw ConfigError("ab.sync_mode: unknown mode '" + name +
+                    "'; valid values: full, with-stale, only-learned, only-b, only-smaller");
 }
 
 const char* syncModeName(SyncMode m) {
@@ -92,6 +94,7 @@ const char* syncModeName(SyncMode m) {
     case SyncMode::with_stale: return "with-stale";
     case SyncMode::only_learned: return "only-learned";
     case SyncMode::only_b: return "only-b";
+    case SyncMode::only_smaller: return "only-smaller";
   }
   return "?";
 }
@@ -121,6 +124,11 @@ void abSync(comm::Communicator& world, nn::LowRankModel& model, const AbGroups& 
       if (na > 0) model.factorA(i).detach().copy_(parts[k++] / na);
       if (nb > 0) model.factorB(i).detach().copy_(parts[k++] / nb);
     }
+  } else if (mode == SyncMode::only_smaller) {
+    std::vector<torch::Tensor> parts;
+    for (size_t i = 0; i < layers; ++i)
+      parts.push_back(model.trainedOf(i) == nn::Factor::A ? model.factorA(i).detach() : model.factorB(i).detach());
+    reduceInPlace(world, parts, comm::ReduceOp::avg);
   } else {
     std::vector<torch::Tensor> parts;
     for (size_t i = 0; i < layers; ++i) {

@@ -54,7 +54,8 @@ AbTraining::AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_pt
       opts_(std::move(opts)), ddp_opts_(std::move(ddp_opts)), hooks_(std::move(hooks)), trace_(trace) {
   validateAbOptions(opts_);
   mode_ = parseSyncMode(opts_.sync_mode);
-  groups_ = formGroups(world_->size(), world_->rank(), opts_.group_size, mode_ == SyncMode::only_b, world_->nodeOf());
+  groups_ = formGroups(world_->size(), world_->rank(), opts_.group_size,
+                       mode_ == SyncMode::only_b || mode_ == SyncMode::only_smaller, world_->nodeOf());
   if (!opts_.split_sigma && groups_.a_groups > 0)
     throw ConfigError("ab.split_sigma = false puts S on the trained factor, so A-groups and B-groups would hold "
                       "different factorisations; use it only when every rank trains B (ab.sync_mode = \"only-b\" "
@@ -70,6 +71,11 @@ AbTraining::AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_pt
 }
 
 AbTraining::~AbTraining() = default;
+
+std::vector<nn::Factor> AbTraining::trainedFactors() const {
+  if (mode_ == SyncMode::only_smaller) return lowrank_.smallerFactors();
+  return std::vector<nn::Factor>(lowrank_.layers().size(), groups_.trains_a ? nn::Factor::A : nn::Factor::B);
+}
 
 NamedTensors AbTraining::trainable() const {
   NamedTensors out;
@@ -159,7 +165,7 @@ void AbTraining::enterAb(int64_t step, bool truncate) {
       PhaseScope ps(*world_, "svd");
       world_->allreduce(ranks.data(), ranks.size(), comm::DType::i64, comm::ReduceOp::max);
     }
-    lowrank_.factorise(ranks, groups_.trains_a ? nn::Factor::A : nn::Factor::B);
+    lowrank_.factorise(ranks, trainedFactors());
     checkFactorsAgree();
   }
   opt_state_.rebind(opt_, trainable());
@@ -255,7 +261,8 @@ void AbTraining::loadState(torch::serialize::InputArchive& ar) {
   for (int i = 0; i < 4 && i < counts.numel(); ++i)
     if (counts[i].item<int64_t>() > 0) steps_by_phase_[names[i]] = counts[i].item<int64_t>();
   retire();
-  if (h[3]) lowrank_.factorise(ranks, h[4] ? nn::Factor::A : nn::Factor::B);
+  if (h[3] && mode_ == SyncMode::only_smaller) lowrank_.factorise(ranks, lowrank_.smallerFactors());
+  else if (h[3]) lowrank_.factorise(ranks, h[4] ? nn::Factor::A : nn::Factor::B);
   else lowrank_.merge();
   torch::serialize::InputArchive stash;
   if (!ar.try_read("optimizer_stash", stash)) throw DataError("AB-training state has no optimizer stash");

@@ -284,7 +284,7 @@ void validateCompress(const TrainConfig& c, const std::string& where) {
 void validateAb(const TrainConfig& c, const std::string& where) {
   const auto& a = c.ab;
   oneOf(where, "ab.train_setup", a.train_setup, {"groups", "individual"});
-  oneOf(where, "ab.sync_mode", a.sync_mode, {"full", "with-stale", "only-learned", "only-b"});
+  oneOf(where, "ab.sync_mode", a.sync_mode, {"full", "with-stale", "only-learned", "only-b", "only-smaller"});
   if (a.steps_btw_syncing == 0) bad(where, "ab.steps_btw_syncing", "must be >= 1 (or a fraction of the run)");
   if (!(a.low_rank_cutoff >= 0 && a.low_rank_cutoff < 1)) bad(where, "ab.low_rank_cutoff", "must be in [0, 1)");
 }

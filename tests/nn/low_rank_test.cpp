@@ -472,3 +472,33 @@ TEST(LowRank, ReferenceCompressionByHand) {
 
 }  // namespace
 }  // namespace lowcomm::nn
+
+namespace lowcomm::nn {
+namespace {
+
+// Per-layer trained factors: on vgg16_timm every conv [out x in*9] and fc1 [512w x 49*64w] has the
+// smaller A, the square fc2 trains B; only the chosen factor of each layer requires grad.
+TEST(LowRank, SmallerFactorPerLayer) {
+  torch::manual_seed(31);
+  ModelSpec s;
+  s.name = "vgg16_timm";
+  s.width = 0.125;
+  auto model = makeModel(s);
+  LowRankModel lr(model);
+  ASSERT_EQ(lr.layers().size(), 14u);  // 12 convs + fc1 + fc2
+  const auto want = lr.smallerFactors();
+  for (size_t i = 0; i < lr.layers().size(); ++i) {
+    const auto& l = lr.layers()[i];
+    EXPECT_EQ(want[i], l.name == "pre_logits.fc2" ? Factor::B : Factor::A) << l.name;
+  }
+  lr.factorise(lr.ranksAbove(0.5), want);
+  for (size_t i = 0; i < lr.layers().size(); ++i) {
+    EXPECT_EQ(lr.trainedOf(i), want[i]);
+    EXPECT_EQ(lr.factorA(i).requires_grad(), want[i] == Factor::A) << lr.layers()[i].name;
+    EXPECT_EQ(lr.factorB(i).requires_grad(), want[i] == Factor::B) << lr.layers()[i].name;
+  }
+  EXPECT_THROW(lr.factorise(lr.fullRanks(), std::vector<Factor>{Factor::A}), Error);
+}
+
+}  // namespace
+}  // namespace lowcomm::nn

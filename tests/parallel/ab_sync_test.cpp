@@ -151,7 +151,7 @@ TEST(AbGroups, BadArguments) {
 }
 
 TEST(AbGroups, SyncModeNames) {
-  for (SyncMode m : {SyncMode::full, SyncMode::with_stale, SyncMode::only_learned, SyncMode::only_b})
+  for (SyncMode m : {SyncMode::full, SyncMode::with_stale, SyncMode::only_learned, SyncMode::only_b, SyncMode::only_smaller})
     EXPECT_EQ(parseSyncMode(syncModeName(m)), m);
   EXPECT_STREQ(syncModeName(SyncMode::with_stale), "with-stale");
   EXPECT_STREQ(syncModeName(SyncMode::only_learned), "only-learned");
@@ -203,7 +203,8 @@ TEST_P(AbSyncModes, MergedWeightFollowsTheModeFormula) {
   for (int r = 0; r < n; ++r) {
     models.push_back(mlp(21));
     lrs.push_back(std::make_unique<nn::LowRankModel>(models[r]));
-    lrs[r]->factorise({rank}, groups[r].trains_a ? nn::Factor::A : nn::Factor::B);
+    if (c.mode == SyncMode::only_smaller) lrs[r]->factorise({rank}, lrs[r]->smallerFactors());  // A of 256 x 512
+    else lrs[r]->factorise({rank}, groups[r].trains_a ? nn::Factor::A : nn::Factor::B);
     if (r == 0) {
       a0 = lrs[0]->factorA(0).detach().clone(), b0 = lrs[0]->factorB(0).detach().clone();
       bias0 = param(*models[0], "hidden.bias").detach().clone();
@@ -211,9 +212,10 @@ TEST_P(AbSyncModes, MergedWeightFollowsTheModeFormula) {
       head0 = param(*models[0], "head.bias").detach().clone();
     }
     torch::NoGradGuard g;
-    const bool a_differs = c.mode != SyncMode::only_b && !c.all_b;
+    const bool smaller = c.mode == SyncMode::only_smaller;  // everyone trained A: B is the same everywhere
+    const bool a_differs = c.mode != SyncMode::only_b && (!c.all_b || smaller);
     lrs[r]->factorA(0).detach().copy_(a_differs ? a0 + r : a0);
-    lrs[r]->factorB(0).detach().copy_(b0 * (r + 1));
+    lrs[r]->factorB(0).detach().copy_(smaller ? b0 : b0 * (r + 1));
     param(*models[r], "hidden.bias").detach().copy_(bias0 + r);
     param(*models[r], "stem.weight").detach().add_(0.1 * r);
     param(*models[r], "head.bias").detach().copy_(head0 - r);
@@ -232,6 +234,7 @@ TEST_P(AbSyncModes, MergedWeightFollowsTheModeFormula) {
       want = c.all_b ? a0.mm(b0 * 2.5) : (a0 + 0.5).mm(b0 * 3.5);  // A: ranks 0,1; B: ranks 2,3
       break;
     case SyncMode::only_b: want = a0.mm(b0 * 2.5); break;
+    case SyncMode::only_smaller: want = (a0 + 1.5).mm(b0); break;
   }
 
   auto comms = test::makeComms(n);
@@ -262,7 +265,8 @@ TEST_P(AbSyncModes, MergedWeightFollowsTheModeFormula) {
 INSTANTIATE_TEST_SUITE_P(Modes, AbSyncModes,
                          ::testing::Values(SyncCase{SyncMode::full, false}, SyncCase{SyncMode::with_stale, false},
                                            SyncCase{SyncMode::only_learned, false},
-                                           SyncCase{SyncMode::only_learned, true}, SyncCase{SyncMode::only_b, true}),
+                                           SyncCase{SyncMode::only_learned, true}, SyncCase{SyncMode::only_b, true},
+                                           SyncCase{SyncMode::only_smaller, true}),
                          [](const auto& info) {
                            std::string s = syncModeName(info.param.mode);
                            std::replace(s.begin(), s.end(), '-', '_');

@@ -174,7 +174,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ResumeCase{"sgd", "sgd", {}}, ResumeCase{"adamw", "adamw", {}},
                       ResumeCase{"individual", "adamw", {"ab.train_setup=individual"}},
                       ResumeCase{"halves_reset_opt", "adamw", {"ab.group_size=-1", "ab.reset_opt=true"}},
-                      ResumeCase{"bf16_thin", "adamw", {"model.autocast=bf16", "ab.low_rank_cutoff=0.9"}}),
+                      ResumeCase{"bf16_thin", "adamw", {"model.autocast=bf16", "ab.low_rank_cutoff=0.9"}},
+                      ResumeCase{"smaller", "adamw", {"ab.group_size=world", "ab.sync_mode=only-smaller"}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(AbTrainer, ConfigErrorsNameTheKey) {

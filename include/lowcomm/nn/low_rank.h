@@ -65,6 +65,12 @@ class LowRankModel {
   bool thin(size_t i) const;
 
   void factorise(const std::vector<int64_t>& ranks, Factor trained);
+  // The same with a trained factor per layer (trained[i] for layer i).
+  void factorise(const std::vector<int64_t>& ranks, const std::vector<Factor>& trained);
+  // Per layer, the factor with fewer parameters: A [rows x r] when rows < cols, else B.
+  std::vector<Factor> smallerFactors() const;
+  // The trained factor of layer i (factorised state).
+  Factor trainedOf(size_t i) const { return trained_each_.at(i); }
   void merge();
   // Changes which factor requires grad (factorised state only).
   void setTrained(Factor trained);
@@ -97,7 +103,8 @@ class LowRankModel {
   bool split_sigma_;
   bool factored_forward_;
   bool factorised_ = false;
-  Factor trained_ = Factor::B;
+  Factor trained_ = Factor::B;       // of the first layer (every layer's unless per-layer)
+  std::vector<Factor> trained_each_;
   std::vector<LowRankLayer> layers_;
   std::vector<std::shared_ptr<Slot>> slots_;
   std::vector<std::shared_ptr<Svd>> svd_cache_;

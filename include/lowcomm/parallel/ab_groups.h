@@ -39,7 +39,7 @@ AbGroups formGroups(int world, int rank, int group_size, bool all_b, const std::
 // "node", "world", "-1" or the number, for messages and the summary.
 std::string groupSizeName(int group_size);
 
-enum class SyncMode { full, with_stale, only_learned, only_b };
+enum class SyncMode { full, with_stale, only_learned, only_b, only_smaller };
 SyncMode parseSyncMode(const std::string& name);  // ConfigError naming ab.sync_mode
 const char* syncModeName(SyncMode m);
 
@@ -49,7 +49,9 @@ const char* syncModeName(SyncMode m);
 //  - with-stale:   W = (mean_r A_r)(mean_r B_r);
 //  - only-learned: W = (mean of A over the ranks training A)(mean of B over those training B);
 //                  a factor nobody trained is identical everywhere and kept as it is;
-//  - only-b:       W = A (mean_r B_r), A being untrained and identical everywhere.
+//  - only-b:       W = A (mean_r B_r), A being untrained and identical everywhere;
+//  - only-smaller: every rank trained the smaller factor of each layer (LowRankModel::trainedOf):
+//                  that factor is averaged over all ranks, the other one is identical everywhere.
 // Every other parameter (1-D, always-full-rank layers) and floating-point buffer is averaged over
 // all ranks. Throws lowcomm::Error if the model is not factorised.
 void abSync(comm::Communicator& world, nn::LowRankModel& model, const AbGroups& groups, SyncMode mode);

@@ -39,7 +39,7 @@ namespace lowcomm::parallel {
 
 struct AbOptions {
   int group_size = kGroupNode;          // ranks per group, or kGroupNode / kGroupHalves / kGroupWorld
-  std::string sync_mode = "with-stale";  // full | with-stale | only-learned | only-b
+  std::string sync_mode = "with-stale";  // full | with-stale | only-learned | only-b | only-smaller
   int64_t warmup_steps = 500;
   int64_t steps_btw_syncing = 200;
   int64_t ddp_steps_after_sync = 20;
@@ -120,6 +120,7 @@ class AbTraining {
   void sync(int64_t step, const char* kind);
   void checkFactorsAgree();
   NamedTensors trainable() const;
+  std::vector<nn::Factor> trainedFactors() const;  // per layer, for this rank
 
   std::shared_ptr<comm::Communicator> world_, group_comm_, ddp_world_;  // DDP runs on the last two
   nn::LowRankModel lowrank_;

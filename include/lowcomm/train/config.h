@@ -65,7 +65,7 @@ struct TrainConfig {
     // Ranks per group (>= 1), or "node" (-2: one group per node, two halves on one node), -1 (the
     // reference's: two halves, one global group with only-b), "world" (-3: one global group).
     int64_t group_size = -2;
-    std::string sync_mode = "with-stale";  // full | with-stale | only-learned | only-b
+    std::string sync_mode = "with-stale";  // full | with-stale | only-learned | only-b | only-smaller
     // Step counts, or fractions of the run (see RunSteps).
     double warmup_steps = 500;             // global full-rank DDP steps before the first SVD
     double steps_btw_syncing = 200;        // a sync at every step divisible by this
