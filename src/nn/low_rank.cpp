@@ -1,6 +1,9 @@
 #include "lowcomm/nn/low_rank.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
+#include <tuple>
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/nn/factor_layers.h"
@@ -53,6 +56,7 @@ struct LowRankModel::Slot {
 struct LowRankModel::Svd {
   torch::Tensor u, s, vh;
   std::vector<std::pair<const void*, uint32_t>> stamp;
+  bool randomized = false;  // the top triplets of a sketch, not the full decomposition
 };
 
 namespace {
@@ -63,14 +67,45 @@ std::vector<std::pair<const void*, uint32_t>> stampOf(const std::vector<torch::T
 }
 }  // namespace
 
-LowRankModel::Svd LowRankModel::decompose(size_t i) {
+// Randomized SVD (Halko, Martinsson & Tropp 2011, alg. 4.4 + 5.1): a k-column range of M from a
+// Gaussian sketch with `power` subspace iterations, then the exact SVD of the small k x cols
+// projection. The top singular triplets come out accurate; the generator is seeded per layer so
+// every process gets the same factors from the same weights.
+static std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> randomizedSvd(const torch::Tensor& m, int64_t k, int power,
+                                                                      uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  const auto omega = at::randn({m.size(1), k}, gen, m.options());
+  auto q = std::get<0>(torch::linalg_qr(m.mm(omega)));
+  for (int it = 0; it < power; ++it) {
+    q = std::get<0>(torch::linalg_qr(m.t().mm(q)));
+    q = std::get<0>(torch::linalg_qr(m.mm(q)));
+  }
+  auto [ub, sv, vh] = torch::linalg::svd(q.t().mm(m), /*full_matrices=*/false, c10::nullopt);
+  return {q.mm(ub), sv, vh};
+}
+
+LowRankModel::Svd LowRankModel::decompose(size_t i, int64_t at_least) {
   const auto& s = *slots_[i];
   const auto stamp = factorised_ ? stampOf({s.a, s.b}) : stampOf({*s.weight});
-  if (svd_cache_.size() == slots_.size() && svd_cache_[i] && svd_cache_[i]->stamp == stamp) return *svd_cache_[i];
+  if (svd_cache_.size() == slots_.size() && svd_cache_[i] && svd_cache_[i]->stamp == stamp &&
+      (!svd_cache_[i]->randomized || svd_cache_[i]->s.size(0) > at_least))
+    return *svd_cache_[i];
   if (svd_cache_.size() != slots_.size()) svd_cache_.assign(slots_.size(), nullptr);
-  auto [u, sv, vh] = torch::linalg::svd(matrix(i), /*full_matrices=*/false, c10::nullopt);
-  svd_cache_[i] = std::make_shared<Svd>(Svd{u, sv, vh, stamp});
-  return *svd_cache_[i];
+  const auto m = matrix(i);
+  const int64_t p = std::min(m.size(0), m.size(1));
+  // A factorised layer's rank bounds what the next truncation can keep (A*B has rank r):
+  // sketch r + 8 columns when that is well below min(rows, cols).
+  const int64_t k = factorised_ && randomized_svd_ ? layers_[i].rank + 8 : p;
+  Svd d;
+  if (k <= p / 2 && k > at_least) {
+    std::tie(d.u, d.s, d.vh) = randomizedSvd(m, k, /*power=*/2, svd_seed_ + 7919 * i);
+    d.randomized = true;
+  } else {
+    std::tie(d.u, d.s, d.vh) = torch::linalg::svd(m, /*full_matrices=*/false, c10::nullopt);
+  }
+  d.stamp = stamp;
+  svd_cache_[i] = std::make_shared<Svd>(d);
+  return d;
 }
 
 LowRankModel::LowRankModel(std::shared_ptr<Model> model, std::vector<std::string> full_rank_layers, bool split_sigma,
@@ -137,12 +172,22 @@ std::vector<int64_t> LowRankModel::fullRanks() const {
   return r;
 }
 
-std::vector<int64_t> LowRankModel::ranksAbove(double cutoff) {
+std::vector<int64_t> LowRankModel::ranksAbove(double cutoff, const std::vector<bool>& which) {
+  LC_ENFORCE(which.empty() || which.size() == layers_.size(), "ranksAbove: ", which.size(), " flags for ",
+             layers_.size(), " layers");
   std::vector<int64_t> r;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    const auto s = decompose(i).s;
-    const double limit = cutoff * s[0].item<double>();
-    r.push_back(std::max<int64_t>(1, s.gt(limit).sum().item<int64_t>()));
+    if (!which.empty() && !which[i]) {
+      r.push_back(0);
+      continue;
+    }
+    auto d = decompose(i);
+    int64_t kept = d.s.gt(cutoff * d.s[0].item<double>()).sum().item<int64_t>();
+    if (d.randomized && kept >= d.s.size(0)) {  // the sketch may have cut the spectrum short
+      d = decompose(i, d.s.size(0));
+      kept = d.s.gt(cutoff * d.s[0].item<double>()).sum().item<int64_t>();
+    }
+    r.push_back(std::max<int64_t>(1, kept));
   }
   return r;
 }
@@ -157,8 +202,11 @@ std::vector<Factor> LowRankModel::smallerFactors() const {
   return out;
 }
 
-void LowRankModel::factorise(const std::vector<int64_t>& ranks, const std::vector<Factor>& trained_each) {
+void LowRankModel::factorise(const std::vector<int64_t>& ranks, const std::vector<Factor>& trained_each,
+                             const std::vector<bool>& compute) {
   LC_ENFORCE(ranks.size() == layers_.size(), "factorise: ", ranks.size(), " ranks for ", layers_.size(), " layers");
+  LC_ENFORCE(compute.empty() || compute.size() == layers_.size(), "factorise: ", compute.size(), " flags for ",
+             layers_.size(), " layers");
   LC_ENFORCE(trained_each.size() == layers_.size(), "factorise: ", trained_each.size(), " factors for ",
              layers_.size(), " layers");
   torch::NoGradGuard no_grad;
@@ -166,9 +214,13 @@ void LowRankModel::factorise(const std::vector<int64_t>& ranks, const std::vecto
     auto& s = *slots_[i];
     auto& layer = layers_[i];
     const Factor trained = trained_each[i];
-    const Svd d = decompose(i);
-    auto u = d.u, sv = d.s, vh = d.vh;
     const int64_t r = std::clamp<int64_t>(ranks[i], 1, std::min(layer.rows, layer.cols));
+    if (!compute.empty() && !compute[i]) {  // placeholders; the caller fills them in, then refreshWeights()
+      installFactors(i, torch::zeros({layer.rows, r}), torch::zeros({r, layer.cols}), trained);
+      continue;
+    }
+    const Svd d = decompose(i, r - 1);  // a sketch only if it covers rank r
+    auto u = d.u, sv = d.s, vh = d.vh;
     u = u.slice(1, 0, r);
     sv = sv.slice(0, 0, r);
     vh = vh.slice(0, 0, r);
@@ -181,19 +233,33 @@ void LowRankModel::factorise(const std::vector<int64_t>& ranks, const std::vecto
     } else {
       a = u, b = sv.unsqueeze(1) * vh;
     }
-    dropParam(*s.module, "weight");
-    dropParam(*s.module, "A");
-    dropParam(*s.module, "B");
-    s.a = s.module->register_parameter("A", a.contiguous(), trained == Factor::A);
-    s.b = s.module->register_parameter("B", b.contiguous(), trained == Factor::B);
-    layer.rank = r;
-    // Two thin ops cost r(rows + cols) per input position against rows*cols for W itself.
-    s.setThin(factored_forward_ && s.canThin() && r * (layer.rows + layer.cols) < layer.rows * layer.cols);
-    *s.weight = s.thin ? torch::Tensor() : s.a.mm(s.b).view(layer.shape);
+    installFactors(i, a, b, trained);
   }
   factorised_ = true;
   trained_each_ = trained_each;
   trained_ = trained_each.empty() ? Factor::B : trained_each.front();
+  svd_cache_.clear();
+}
+
+void LowRankModel::installFactors(size_t i, const torch::Tensor& a, const torch::Tensor& b, Factor trained) {
+  auto& s = *slots_[i];
+  auto& layer = layers_[i];
+  const int64_t r = a.size(1);
+  dropParam(*s.module, "weight");
+  dropParam(*s.module, "A");
+  dropParam(*s.module, "B");
+  s.a = s.module->register_parameter("A", a.contiguous(), trained == Factor::A);
+  s.b = s.module->register_parameter("B", b.contiguous(), trained == Factor::B);
+  layer.rank = r;
+  // Two thin ops cost r(rows + cols) per input position against rows*cols for W itself.
+  s.setThin(factored_forward_ && s.canThin() && r * (layer.rows + layer.cols) < layer.rows * layer.cols);
+  *s.weight = s.thin ? torch::Tensor() : s.a.mm(s.b).view(layer.shape);
+}
+
+void LowRankModel::refreshWeights() {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (factorised_ && !slots_[i]->thin) *slots_[i]->weight = slots_[i]->a.mm(slots_[i]->b).view(layers_[i].shape);
   svd_cache_.clear();
 }
 

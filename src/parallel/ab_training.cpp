@@ -25,6 +25,8 @@ void validateAbOptions(const AbOptions& o) {
                             o.group_size != kGroupWorld))
     throw ConfigError("ab.group_size: must be \"node\", \"world\", -1 (two halves) or >= 1, got " +
                       std::to_string(o.group_size));
+  if (o.svd != "exact" && o.svd != "randomized")
+    throw ConfigError("ab.svd: unknown method '" + o.svd + "'; valid values: exact, randomized");
   if (o.train_setup != "groups" && o.train_setup != "individual")
     throw ConfigError("ab.train_setup: unknown setup '" + o.train_setup + "'; valid values: groups, individual");
   parseSyncMode(o.sync_mode);
@@ -63,6 +65,7 @@ AbTraining::AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_pt
   if (lowrank_.layers().empty())
     throw ConfigError("ab: model '" + lowrank_.model().spec().name +
                       "' has no layer to factorise outside ab.full_rank_layers");
+  lowrank_.setRandomizedSvd(opts_.svd == "randomized", /*seed=*/0x5eed);
   group_comm_ = world_->split(groups_.group, world_->rank());
   ddp_world_ = world_->split(0, world_->rank());
   opt_state_.rebind(opt_, trainable());
@@ -159,13 +162,18 @@ void AbTraining::enterAb(int64_t step, bool truncate) {
   retire();  // its hooks hold the parameters about to be replaced
   {
     TraceScope svd(trace_, "svd", "ab", 0);
+    const int n = world_->size();
+    std::vector<bool> mine;  // with svd_split: the layers this rank decomposes
+    if (opts_.svd_split)
+      for (size_t i = 0; i < lowrank_.layers().size(); ++i) mine.push_back(static_cast<int>(i % n) == world_->rank());
     std::vector<int64_t> ranks = lowrank_.fullRanks();
     if (truncate) {
-      ranks = lowrank_.ranksAbove(opts_.low_rank_cutoff);
+      ranks = lowrank_.ranksAbove(opts_.low_rank_cutoff, mine);
       PhaseScope ps(*world_, "svd");
       world_->allreduce(ranks.data(), ranks.size(), comm::DType::i64, comm::ReduceOp::max);
     }
-    lowrank_.factorise(ranks, trainedFactors());
+    lowrank_.factorise(ranks, trainedFactors(), mine);
+    if (opts_.svd_split) shareFactors();
     checkFactorsAgree();
   }
   opt_state_.rebind(opt_, trainable());
@@ -194,6 +202,21 @@ void AbTraining::sync(int64_t step, const char* kind) {
   phase_start_ = step;
   last_switch_ = step;
   events_.push_back(AbEvent{step, kind, {}, compression(), last_reference_});
+}
+
+// svd_split: layer i's factors come from rank i % world, in one broadcast per layer (A then B).
+void AbTraining::shareFactors() {
+  PhaseScope ps(*world_, "svd");
+  torch::NoGradGuard no_grad;
+  const int n = world_->size();
+  for (size_t i = 0; i < lowrank_.layers().size(); ++i) {
+    auto a = lowrank_.factorA(i).detach(), b = lowrank_.factorB(i).detach();
+    auto buf = torch::cat({a.reshape({-1}), b.reshape({-1})});
+    world_->broadcast(buf.data_ptr<float>(), buf.numel(), comm::DType::f32, static_cast<int>(i % n));
+    a.copy_(buf.narrow(0, 0, a.numel()).view(a.sizes()));
+    b.copy_(buf.narrow(0, a.numel(), b.numel()).view(b.sizes()));
+  }
+  lowrank_.refreshWeights();
 }
 
 // Every rank computed its SVD from the same weights; LAPACK is deterministic for equal inputs

@@ -32,6 +32,8 @@ parallel::AbOptions abOptions(const TrainConfig& c, int64_t total_steps) {
   o.train_setup = c.ab.train_setup;
   o.reset_opt = c.ab.reset_opt;
   o.factored_forward = c.ab.factored_forward;
+  o.svd = c.ab.svd;
+  o.svd_split = c.ab.svd_split;
   return o;
 }
 

@@ -178,6 +178,8 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("ab.train_setup", ab.train_setup, std::string),
       LC_FIELD("ab.reset_opt", ab.reset_opt, bool),
       LC_FIELD("ab.factored_forward", ab.factored_forward, bool),
+      LC_FIELD("ab.svd", ab.svd, std::string),
+      LC_FIELD("ab.svd_split", ab.svd_split, bool),
       LC_FIELD("compress.codec", compress.codec, std::string),
       LC_FIELD("compress.memory", compress.memory, std::string),
       LC_FIELD("compress.ratio", compress.codec_params.ratio, double),
@@ -284,6 +286,7 @@ void validateCompress(const TrainConfig& c, const std::string& where) {
 void validateAb(const TrainConfig& c, const std::string& where) {
   const auto& a = c.ab;
   oneOf(where, "ab.train_setup", a.train_setup, {"groups", "individual"});
+  oneOf(where, "ab.svd", a.svd, {"exact", "randomized"});
   oneOf(where, "ab.sync_mode", a.sync_mode, {"full", "with-stale", "only-learned", "only-b", "only-smaller"});
   if (a.steps_btw_syncing == 0) bad(where, "ab.steps_btw_syncing", "must be >= 1 (or a fraction of the run)");
   if (!(a.low_rank_cutoff >= 0 && a.low_rank_cutoff < 1)) bad(where, "ab.low_rank_cutoff", "must be in [0, 1)");

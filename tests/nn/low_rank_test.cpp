@@ -502,3 +502,41 @@ TEST(LowRank, SmallerFactorPerLayer) {
 
 }  // namespace
 }  // namespace lowcomm::nn
+
+namespace lowcomm::nn {
+namespace {
+
+// Randomized SVD of a factorised layer: the sketch of rank + 8 directions finds the same kept
+// rank as the exact SVD on a decaying spectrum and a truncation as good within 1 %; when every
+// sketched value is above the cutoff it falls back to the exact SVD instead of capping the rank.
+TEST(LowRank, RandomizedSvdMatchesExactTruncation) {
+  std::vector<float> spectrum;
+  for (int k = 0; k < 256; ++k) spectrum.push_back(std::pow(0.93f, static_cast<float>(k)));
+  auto exact_model = build("mlp", 41), rand_model = build("mlp", 41);
+  torch::manual_seed(42);
+  setSpectrum(*exact_model, "hidden", spectrum);
+  torch::manual_seed(42);
+  setSpectrum(*rand_model, "hidden", spectrum);
+  LowRankModel exact(exact_model), rnd(rand_model);
+  rnd.setRandomizedSvd(true, 3);
+  exact.factorise({100}, Factor::B);
+  rnd.factorise({100}, Factor::B);  // from full rank: always exact
+  const auto w100 = exact.matrix(0);
+  EXPECT_TRUE(torch::allclose(rnd.matrix(0), w100, 1e-5, 1e-6));
+  // 0.93^k > 0.15 for k <= 26: 27 values kept, well inside a 108-direction sketch.
+  EXPECT_EQ(exact.ranksAbove(0.15), (std::vector<int64_t>{27}));
+  EXPECT_EQ(rnd.ranksAbove(0.15), (std::vector<int64_t>{27}));
+  exact.factorise({27}, Factor::B);
+  rnd.factorise({27}, Factor::B);
+  const double e_exact = (exact.matrix(0) - w100).norm().item<double>();
+  const double e_rand = (rnd.matrix(0) - w100).norm().item<double>();
+  EXPECT_LT(e_rand, 1.01 * e_exact) << e_exact;
+  // Rank 27 -> a 35-direction sketch. Cutoff 0 also counts A*B's rounding noise: all 35 sketched
+  // values pass, so the count falls back to the exact SVD's (far more than 35).
+  const auto exact_all = exact.ranksAbove(0.0);
+  EXPECT_GT(exact_all[0], 35);
+  EXPECT_EQ(rnd.ranksAbove(0.0), exact_all);
+}
+
+}  // namespace
+}  // namespace lowcomm::nn

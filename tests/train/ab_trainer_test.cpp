@@ -175,8 +175,26 @@ INSTANTIATE_TEST_SUITE_P(
                       ResumeCase{"individual", "adamw", {"ab.train_setup=individual"}},
                       ResumeCase{"halves_reset_opt", "adamw", {"ab.group_size=-1", "ab.reset_opt=true"}},
                       ResumeCase{"bf16_thin", "adamw", {"model.autocast=bf16", "ab.low_rank_cutoff=0.9"}},
-                      ResumeCase{"smaller", "adamw", {"ab.group_size=world", "ab.sync_mode=only-smaller"}}),
+                      ResumeCase{"smaller", "adamw", {"ab.group_size=world", "ab.sync_mode=only-smaller"}},
+                      ResumeCase{"svd_split", "adamw", {"ab.svd_split=true"}}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// svd_split: each layer is decomposed by one rank and broadcast. With the exact SVD every rank
+// would have computed the same factors, so the run is bit-identical to the unsplit one.
+TEST(AbTrainer, SplitSvdGivesTheSameRun) {
+  test::TempDir d;
+  const auto a = abRun(d.path / "a", "adamw", {"ab.svd=exact"});
+  const auto b = abRun(d.path / "b", "adamw", {"ab.svd=exact", "ab.svd_split=true"});
+  runOnThreads(4, a, {});
+  const auto s = runOnThreads(4, b, {});
+  EXPECT_GT(s["bytes_by_phase"]["svd"]["sent"].get<double>(), 0);
+  for (int r = 0; r < 4; ++r) {
+    const std::string f = "checkpoints/step16.rank" + std::to_string(r) + ".pt";
+    const auto pa = paramsOf(d.path / "a" / f, a), pb = paramsOf(d.path / "b" / f, b);
+    ASSERT_EQ(pa.size(), pb.size());
+    for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "rank " << r << " parameter " << i;
+  }
+}
 
 TEST(AbTrainer, ConfigErrorsNameTheKey) {
   auto msg = [](const std::vector<std::string>& sets) {
@@ -192,4 +210,6 @@ TEST(AbTrainer, ConfigErrorsNameTheKey) {
   EXPECT_NE(msg({"strategy.name=ab", "ab.low_rank_cutoff=1.5"}).find("ab.low_rank_cutoff"), std::string::npos);
   EXPECT_NE(msg({"strategy.name=ab", "ab.steps_btw_syncing=0"}).find("ab.steps_btw_syncing"), std::string::npos);
   EXPECT_NE(msg({"strategy.name=abc"}).find("strategy.name"), std::string::npos);
+  EXPECT_NE(msg({"strategy.name=ab", "ab.svd=lanczos"}).find("ab.svd"), std::string::npos);
+  EXPECT_NE(msg({"strategy.name=ab", "ab.svd_split=2"}).find("ab.svd_split"), std::string::npos);
 }

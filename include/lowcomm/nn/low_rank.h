@@ -65,8 +65,17 @@ class LowRankModel {
   bool thin(size_t i) const;
 
   void factorise(const std::vector<int64_t>& ranks, Factor trained);
-  // The same with a trained factor per layer (trained[i] for layer i).
-  void factorise(const std::vector<int64_t>& ranks, const std::vector<Factor>& trained);
+  // The same with a trained factor per layer (trained[i] for layer i). With `compute` given, only
+  // layers with compute[i] are decomposed; the others get zero factors of rank ranks[i] for the
+  // caller to fill (e.g. broadcast from the process that decomposed them), then refreshWeights().
+  void factorise(const std::vector<int64_t>& ranks, const std::vector<Factor>& trained,
+                 const std::vector<bool>& compute = {});
+  // Recomputes the weight members of non-thin layers from their factors (after filling them in).
+  void refreshWeights();
+  // Randomized SVD for factorised layers (Halko et al.): A*B has rank r, so the next
+  // decomposition sketches r + 8 directions (with 2 power iterations) when that is at most half of
+  // min(rows, cols), instead of a full SVD. Seeded, so equal weights give equal factors anywhere.
+  void setRandomizedSvd(bool on, uint64_t seed = 0) { randomized_svd_ = on, svd_seed_ = seed; }
   // Per layer, the factor with fewer parameters: A [rows x r] when rows < cols, else B.
   std::vector<Factor> smallerFactors() const;
   // The trained factor of layer i (factorised state).
@@ -78,8 +87,9 @@ class LowRankModel {
   // min(rows, cols) per layer: the rank of an untruncated SVD.
   std::vector<int64_t> fullRanks() const;
   // Per layer: how many singular values of the current W (or A*B) are > cutoff * s_max (>= 1).
-  // Keeps the decomposition, so a factorise() before the weights change reuses it.
-  std::vector<int64_t> ranksAbove(double cutoff);
+  // Keeps the decomposition, so a factorise() before the weights change reuses it. With `which`,
+  // only those layers are decomposed (0 for the others).
+  std::vector<int64_t> ranksAbove(double cutoff, const std::vector<bool>& which = {});
   // Current weight of layer i as a detached rows x cols matrix (A*B while factorised).
   torch::Tensor matrix(size_t i) const;
   // Factor parameters of layer i (undefined while full-rank).
@@ -98,7 +108,12 @@ class LowRankModel {
  private:
   struct Slot;
   struct Svd;
-  Svd decompose(size_t i);  // the cached SVD of layer i if its weights did not change since
+  // The cached SVD of layer i if its weights did not change since; a randomized sketch only when
+  // it holds more than `at_least` singular values.
+  Svd decompose(size_t i, int64_t at_least = 0);
+  void installFactors(size_t i, const torch::Tensor& a, const torch::Tensor& b, Factor trained);
+  bool randomized_svd_ = false;
+  uint64_t svd_seed_ = 0;
   std::shared_ptr<Model> model_;
   bool split_sigma_;
   bool factored_forward_;

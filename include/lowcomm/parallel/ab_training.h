@@ -54,6 +54,10 @@ struct AbOptions {
   std::string train_setup = "groups";
   bool reset_opt = false;         // zero the optimizer moments at every switch (the reference's reset_opt)
   bool factored_forward = true;   // truncated layers run as two thin ops (low_rank.h)
+  std::string svd = "randomized"; // "exact" | "randomized" (sketch of the previous rank + 8, low_rank.h)
+  // Spread the layers' SVDs over the ranks: layer i is decomposed by rank i % world, which
+  // broadcasts its factors (phase "svd"); otherwise every rank decomposes every layer.
+  bool svd_split = false;
 };
 
 // Throws ConfigError naming the `ab.*` key for an impossible combination.
@@ -119,6 +123,7 @@ class AbTraining {
   void enterAb(int64_t step, bool truncate);
   void sync(int64_t step, const char* kind);
   void checkFactorsAgree();
+  void shareFactors();
   NamedTensors trainable() const;
   std::vector<nn::Factor> trainedFactors() const;  // per layer, for this rank
 

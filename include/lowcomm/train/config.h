@@ -77,6 +77,8 @@ struct TrainConfig {
     std::string train_setup = "groups";    // groups | individual (each rank trains alone between syncs)
     bool reset_opt = false;                // zero optimizer moments at every switch
     bool factored_forward = true;          // truncated layers run as two thin ops
+    std::string svd = "randomized";        // exact | randomized (sketch of the previous rank + 8)
+    bool svd_split = false;                // each rank decomposes a share of the layers, then broadcasts
   } ab;
   // Gradient compression of the data-parallel strategy ([compress], codec "none" = plain
   // allreduce). compress.seed is taken from the top-level seed.
