@@ -319,7 +319,7 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
         if (ab) {
           rec["phase"] = phase;
           rec["phases"] = win_phases;
-          rec["ab_compression"] = ab->compression();
+          rec["ab_model_size_fraction"] = ab->compression();
         }
         jsonl->write(rec);
       }

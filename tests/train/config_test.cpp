@@ -52,6 +52,18 @@ TEST(Config, AbConfigsDifferFromTheirDdpBaselinesOnlyInStrategy) {
   }
 }
 
+// Each `--set key=value` is a ConfigError naming the key.
+void expectKeyErrors(const std::vector<std::string>& sets) {
+  for (const auto& bad : sets) {
+    try {
+      loadConfig("", {bad});
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(bad.substr(0, bad.find('='))), std::string::npos) << e.what();
+    }
+  }
+}
+
 // The reference-setup config keeps the reference's proportions: its step fractions give the
 // reference's counts at the reference's 15,000 steps, and 14 syncs at ours as at theirs.
 TEST(Config, Vgg16TimmConfigKeepsTheReferenceFractions) {
@@ -84,15 +96,7 @@ TEST(Config, StepKeysTakeCountsOrFractions) {
   // The resolved file loads back to the same values.
   const auto again = loadConfig(writeToml(toToml(c)));
   EXPECT_EQ(toToml(again), toToml(c));
-  for (const char* bad : {"ab.warmup_steps=1.5", "ab.warmup_steps=-3", "ab.lr_rebound_steps=1.0", "ab.steps_btw_syncing=0"}) {
-    try {
-      loadConfig("", {bad});
-      ADD_FAILURE() << bad << " accepted";
-    } catch (const ConfigError& e) {
-      const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
-      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
-    }
-  }
+  expectKeyErrors({"ab.warmup_steps=1.5", "ab.warmup_steps=-3", "ab.lr_rebound_steps=1.0", "ab.steps_btw_syncing=0"});
 }
 
 TEST(Config, AbGroupSizeNamesAndNewKeys) {
@@ -103,16 +107,8 @@ TEST(Config, AbGroupSizeNamesAndNewKeys) {
   const auto c = loadConfig("", {"ab.group_size=world", "ab.train_setup=individual", "ab.reset_opt=true",
                                  "model.autocast=bf16", "model.init=ortho-sigma", "model.width=0.25"});
   EXPECT_EQ(toToml(loadConfig(writeToml(toToml(c)))), toToml(c));
-  for (const char* bad : {"ab.group_size=-2", "ab.group_size=0", "ab.group_size=rack", "ab.train_setup=alone",
-                          "model.autocast=fp16", "model.init=xavier", "model.width=0", "model.dropout=1"}) {
-    try {
-      loadConfig("", {bad});
-      ADD_FAILURE() << bad << " accepted";
-    } catch (const ConfigError& e) {
-      const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
-      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
-    }
-  }
+  expectKeyErrors({"ab.group_size=-2", "ab.group_size=0", "ab.group_size=rack", "ab.train_setup=alone",
+                   "model.autocast=fp16", "model.init=xavier", "model.width=0", "model.dropout=1", "ab.svd=qr"});
 }
 
 TEST(Config, FileValuesAndOverrides) {
