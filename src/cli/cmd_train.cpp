@@ -41,6 +41,10 @@ void printSummary(const nlohmann::json& s) {
   std::printf("  %-22s %.1f s (%.0f samples/s)\n", "wall time", s["wall_s"].get<double>(), s["samples_per_s"].get<double>());
   std::printf("  %-22s %.1f MB total, %.1f MB per rank\n", "bytes sent", s["bytes_sent"].get<double>() / 1048576.0,
               s["bytes_sent_per_rank"].get<double>() / 1048576.0);
+  if (s.contains("bytes_sent_by_link"))
+    std::printf("  %-22s %.1f MB inter-node, %.1f MB intra-node (all ranks)\n", "bytes by link",
+                s["bytes_sent_by_link"]["inter-node"].get<double>() / 1048576.0,
+                s["bytes_sent_by_link"]["intra-node"].get<double>() / 1048576.0);
   std::printf("  %-22s %.2f (raw / encoded gradient bytes)\n", "codec ratio", s["compression_ratio"].get<double>());
   if (s.contains("ab")) {
     const auto& ab = s["ab"];

@@ -359,9 +359,10 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
 
   // Summary: totals over ranks, the straggler (the rank that waited least: others waited for it).
   const auto [sent, recv] = bytes();
+  const auto final_traffic = world->meter().snapshot();  // before the summary's own reductions
   const double total_sent = sumOver(*world, static_cast<double>(sent));
   // Summed over ranks, like bytes_sent; bytes_by_phase and bytes_by_phase_link are rank 0's.
-  nlohmann::json linkTotals = linksJson(world->meter().snapshot());
+  nlohmann::json linkTotals = linksJson(final_traffic);
   for (const char* link : {comm::kIntraNode, comm::kInterNode})
     linkTotals[link] = static_cast<int64_t>(sumOver(*world, linkTotals[link]["sent"].get<double>()));
   const auto st = ddpStats();
@@ -375,8 +376,8 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
       {"steps", step}, {"epochs", static_cast<double>(step) / static_cast<double>(per_epoch)}, {"wall_s", wall},
       {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss},
       {"bytes_sent", static_cast<int64_t>(total_sent)}, {"bytes_sent_per_rank", static_cast<int64_t>(total_sent / n)},
-      {"bytes_by_phase", phasesJson(world->meter().snapshot())},
-      {"bytes_by_phase_link", phaseLinksJson(world->meter().snapshot())},
+      {"bytes_by_phase", phasesJson(final_traffic)},
+      {"bytes_by_phase_link", phaseLinksJson(final_traffic)},
       {"bytes_sent_by_link", linkTotals},
       {"compression_ratio", ddp().hook().compressionRatio()},
       {"checkpoint", checkpointFile(ckpt_dir.string(), step, 0)},

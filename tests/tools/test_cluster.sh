@@ -128,8 +128,34 @@ def check(what, pay, tx):
 for n in w["nodes"]:
     check(f"node {n['node']} (rank {n['node']})", payload[n["node"]], n["tx_bytes"])
 check("mean per node (bytes_sent_per_rank)", s["bytes_sent_per_rank"], w["tx_bytes"] / 2)
+# One rank per node: every byte crosses the link.
+assert s["bytes_sent_by_link"] == {"inter-node": s["bytes_sent"], "intra-node": 0}, s["bytes_sent_by_link"]
 PY
 ok "train --cluster: per node payload <= wire tx <= 1.1 x payload + $SETUP_BYTES B (numbers above)"
+
+# c2. AB-training on 2 nodes x 2 processes: the groups are the nodes, so the AB phases' traffic
+# never crosses a link (shared memory inside the node), and the inter-node payload matches the wire.
+"$LOWCOMM" train --cluster "$P" --nproc 4 --procs-per-node 2 --set data.dataset=synthetic --set model.name=mlp \
+  --set data.batch_size=16 --set data.train_limit=1024 --set data.test_limit=256 --set schedule.epochs=100 \
+  --set schedule.max_steps=24 --set strategy.name=ab --set ab.group_size=node --set ab.sync_mode=only-b \
+  --set ab.warmup_steps=4 --set ab.steps_btw_syncing=10 --set ab.ddp_steps_after_sync=2 --set ab.low_rank_cutoff=0.3 \
+  --set logging.out_dir="$tmp/run_ab" --set checkpoint.dir="$tmp/ckpt_ab" \
+  --summary "$tmp/ab.json" --wire-json "$tmp/wire_ab.json" >"$tmp/ab.out" 2>&1 \
+  || { cat "$tmp/ab.out"; fail "AB-training through --cluster failed"; }
+$PY - "$tmp/ab.json" "$tmp/wire_ab.json" "$SETUP_BYTES" <<'PY' || { cat "$tmp/ab.out"; fail "AB link classes"; }
+import json, sys
+s = json.load(open(sys.argv[1])); w = json.load(open(sys.argv[2])); setup = int(sys.argv[3])
+assert [n["ranks"] for n in w["nodes"]] == [[0, 1], [2, 3]], w
+ab = s["ab"]
+assert ab["group_size"] == "node" and ab["groups"] == 2 and ab["members"] == [0, 1], ab
+links = s["bytes_by_phase_link"]  # rank 0's meter
+assert links["ab"]["inter-node"] == 0 and links["ab"]["intra-node"] > 0, links
+assert links["warmup"]["inter-node"] > 0 and links["sync"]["inter-node"] > 0, links
+inter = s["bytes_sent_by_link"]["inter-node"]
+print(f"  AB 2x2: inter-node payload {inter} B, wire tx {w['tx_bytes']} B")
+assert inter <= w["tx_bytes"] <= 1.1 * inter + 2 * setup, (inter, w["tx_bytes"])
+PY
+ok "AB-training on 2 x 2: no inter-node bytes in AB phases; inter-node payload <= wire <= 1.1 x payload"
 
 # d. allreduce through the cluster gives correct results.
 "$LOWCOMM" bench collectives --cluster "$P" --nproc 2 --sizes 4KiB,1MiB --algos ring,hd --no-baseline \
