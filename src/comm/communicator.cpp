@@ -266,6 +266,10 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   auto ctx = net::connectMesh(store_, prefix, new_rank, new_size, link_->device(), connectTimeout(opts_));
   std::shared_ptr<Communicator> child(
       new Communicator(store_, prefix, new_rank, new_size, opts_, meter_, std::make_unique<Link>(ctx, link_->device())));
+  // The child's own locality exchange is metered: classify its peers from what this one knows.
+  std::vector<bool> same(new_size);
+  for (int i = 0; i < new_size; ++i) same[i] = link_->sameHost(members[i].second) || members[i].second == rank_;
+  child->link_->setSameHost(std::move(same));
   child->detectLocality();
   return child;
 }

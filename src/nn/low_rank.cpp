@@ -93,9 +93,9 @@ LowRankModel::Svd LowRankModel::decompose(size_t i, int64_t at_least) {
   if (svd_cache_.size() != slots_.size()) svd_cache_.assign(slots_.size(), nullptr);
   const auto m = matrix(i);
   const int64_t p = std::min(m.size(0), m.size(1));
-  // A factorised layer's rank bounds what the next truncation can keep (A*B has rank r):
-  // sketch r + 8 columns when that is well below min(rows, cols).
-  const int64_t k = factorised_ && randomized_svd_ ? layers_[i].rank + 8 : p;
+  // After a factorisation at rank r the spectrum beyond r is (nearly) empty: sketch r + 8
+  // columns when that is well below min(rows, cols).
+  const int64_t k = randomized_svd_ && layers_[i].last_rank > 0 ? layers_[i].last_rank + 8 : p;
   Svd d;
   if (k <= p / 2 && k > at_least) {
     std::tie(d.u, d.s, d.vh) = randomizedSvd(m, k, /*power=*/2, svd_seed_ + 7919 * i);
@@ -251,9 +251,19 @@ void LowRankModel::installFactors(size_t i, const torch::Tensor& a, const torch:
   s.a = s.module->register_parameter("A", a.contiguous(), trained == Factor::A);
   s.b = s.module->register_parameter("B", b.contiguous(), trained == Factor::B);
   layer.rank = r;
+  layer.last_rank = r;
   // Two thin ops cost r(rows + cols) per input position against rows*cols for W itself.
   s.setThin(factored_forward_ && s.canThin() && r * (layer.rows + layer.cols) < layer.rows * layer.cols);
   *s.weight = s.thin ? torch::Tensor() : s.a.mm(s.b).view(layer.shape);
+}
+
+bool LowRankModel::sketched(size_t i) const {
+  return i < svd_cache_.size() && svd_cache_[i] && svd_cache_[i]->randomized;
+}
+
+void LowRankModel::setLastRanks(const std::vector<int64_t>& ranks) {
+  LC_ENFORCE(ranks.size() == layers_.size(), "setLastRanks: ", ranks.size(), " ranks for ", layers_.size(), " layers");
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i].last_rank = ranks[i];
 }
 
 void LowRankModel::refreshWeights() {

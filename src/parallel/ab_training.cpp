@@ -284,8 +284,12 @@ void AbTraining::loadState(torch::serialize::InputArchive& ar) {
   for (int i = 0; i < 4 && i < counts.numel(); ++i)
     if (counts[i].item<int64_t>() > 0) steps_by_phase_[names[i]] = counts[i].item<int64_t>();
   retire();
-  if (h[3] && mode_ == SyncMode::only_smaller) lowrank_.factorise(ranks, lowrank_.smallerFactors());
-  else if (h[3]) lowrank_.factorise(ranks, h[4] ? nn::Factor::A : nn::Factor::B);
+  if (last_ranks_.size() == lowrank_.layers().size()) lowrank_.setLastRanks(last_ranks_);
+  // Zero placeholders of the right shapes: the checkpoint's model section fills in A and B.
+  const std::vector<bool> no_svd(lowrank_.layers().size(), false);
+  if (h[3] && mode_ == SyncMode::only_smaller) lowrank_.factorise(ranks, lowrank_.smallerFactors(), no_svd);
+  else if (h[3])
+    lowrank_.factorise(ranks, std::vector<nn::Factor>(ranks.size(), h[4] ? nn::Factor::A : nn::Factor::B), no_svd);
   else lowrank_.merge();
   torch::serialize::InputArchive stash;
   if (!ar.try_read("optimizer_stash", stash)) throw DataError("AB-training state has no optimizer stash");

@@ -536,6 +536,18 @@ TEST(LowRank, RandomizedSvdMatchesExactTruncation) {
   const auto exact_all = exact.ranksAbove(0.0);
   EXPECT_GT(exact_all[0], 35);
   EXPECT_EQ(rnd.ranksAbove(0.0), exact_all);
+  EXPECT_FALSE(rnd.sketched(0));  // the fallback replaced the sketch
+  // Merged and trained on (as after a sync and full-rank steps): the next truncation still
+  // sketches from the last rank (27 + 8 directions) and finds the same kept rank.
+  exact.merge(), rnd.merge();
+  for (auto* m : {exact_model.get(), rand_model.get()}) {
+    torch::NoGradGuard g;
+    torch::manual_seed(43);
+    param(*m, "hidden.weight").add_(1e-4 * torch::randn({256, 512}));
+  }
+  EXPECT_EQ(rnd.ranksAbove(0.15), exact.ranksAbove(0.15));
+  EXPECT_TRUE(rnd.sketched(0));
+  EXPECT_FALSE(exact.sketched(0));
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ struct LowRankLayer {
   std::vector<int64_t> shape;  // full weight shape
   int64_t rows = 0, cols = 0;  // 2-D view of the weight
   int64_t rank = 0;            // factor rank while factorised, 0 while full-rank
+  int64_t last_rank = 0;       // the rank of the latest factorisation (kept across merge())
 };
 
 class LowRankModel {
@@ -72,10 +73,18 @@ class LowRankModel {
                  const std::vector<bool>& compute = {});
   // Recomputes the weight members of non-thin layers from their factors (after filling them in).
   void refreshWeights();
-  // Randomized SVD for factorised layers (Halko et al.): A*B has rank r, so the next
-  // decomposition sketches r + 8 directions (with 2 power iterations) when that is at most half of
-  // min(rows, cols), instead of a full SVD. Seeded, so equal weights give equal factors anywhere.
+  // Randomized SVD (Halko et al.) once a layer has been factorised at rank r: the next
+  // decomposition (factorised, or merged and trained on) sketches r + 8 directions with 2 power
+  // iterations when that is at most half of min(rows, cols), instead of a full SVD; ranksAbove
+  // falls back to the exact SVD when every sketched value passes the cutoff. Approximate: the
+  // sketch's smaller values can sit slightly below the true ones. Seeded, so equal weights give
+  // equal factors in every process.
   void setRandomizedSvd(bool on, uint64_t seed = 0) { randomized_svd_ = on, svd_seed_ = seed; }
+  // Whether layer i's cached decomposition (from ranksAbove/factorise) is a randomized sketch.
+  bool sketched(size_t i) const;
+  // Restores every layer's last_rank (a checkpoint of a merged model), so the next
+  // decomposition is the same as in the run that wrote it.
+  void setLastRanks(const std::vector<int64_t>& ranks);
   // Per layer, the factor with fewer parameters: A [rows x r] when rows < cols, else B.
   std::vector<Factor> smallerFactors() const;
   // The trained factor of layer i (factorised state).
