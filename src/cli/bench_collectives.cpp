@@ -185,7 +185,7 @@ int worker(const CollectiveBenchOptions& o) {
   if (const char* env = std::getenv("GLOO_SOCKET_IFNAME"); base_iface.empty() && o.address.empty() && env && *env)
     base_iface = env;  // as PyTorch's Python frontend does
   if (o.baseline && o.dtype == DType::f32)
-    base = std::make_unique<C10dGloo>(*w.store, rank, n, base_iface, o.address, o.timeout_s);
+    base = std::make_unique<C10dGloo>(w.store, rank, n, base_iface, o.address, o.timeout_s);
   if (rank == 0) {
     std::printf("# lowcomm bench collectives: world %d, dtype %s, %zu sizes, baseline %s\n", n,
                 comm::dtypeName(o.dtype), o.sizes.size(), base ? "c10d-gloo" : "off");
@@ -251,7 +251,8 @@ int benchCollectives(int argc, char** argv) {
   std::string sizes = "4B:256MiB", ops = "allreduce", algos = "auto,ring,hd,shm", dtype = "f32", shm = "auto";
   CLI::App app{"Sweep message sizes over our collectives and c10d::ProcessGroupGloo (baseline)",
                "lowcomm bench collectives"};
-  app.add_option("--nproc", o.nproc, "launch this many local workers (else run as a launched worker)");
+  app.add_option("--nproc", o.nproc, "launch this many local workers (else run as a launched worker)")
+      ->check(CLI::Range(1, 65536));
   app.add_option("--sizes", sizes, "LO:HI (powers of two) or a list, e.g. 4B:256MiB or 4B,64MiB")->capture_default_str();
   app.add_option("--ops", ops, "allreduce,allgather,broadcast,reduce_scatter,alltoall")->capture_default_str();
   app.add_option("--algos", algos, "allreduce algorithms: auto,ring,hd,hier,ordered,shm (shm only when all ranks share the host)")->capture_default_str();
@@ -268,7 +269,9 @@ int benchCollectives(int argc, char** argv) {
   app.add_option("--shm", shm, "shared memory for allreduce among local ranks: auto, on, off")->capture_default_str();
   app.add_option("--shm-piece", o.shm_piece_bytes, "shared-memory pipelining unit, bytes")->capture_default_str();
   app.add_option("--segment", o.segment_bytes, "pipelining segment of ring/tree algorithms, bytes")->capture_default_str();
-  app.add_option("--timeout", o.timeout_s, "per-operation timeout in seconds")->capture_default_str();
+  app.add_option("--timeout", o.timeout_s, "per-operation timeout in seconds")
+      ->check(CLI::Range(1, 30 * 24 * 3600))
+      ->capture_default_str();
   ClusterArgs cluster;
   addClusterOptions(app, cluster);
   if (!parseArgs(app, argc, argv)) return 0;

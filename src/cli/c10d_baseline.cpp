@@ -12,14 +12,44 @@ struct C10dGloo::Impl {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
 };
 
-C10dGloo::C10dGloo(const runtime::TcpStore& store, int rank, int size, const std::string& iface,
+namespace {
+
+// Our rendezvous store as the c10d::Store that ProcessGroupGloo needs (set, get, add, check, wait).
+class StoreAdapter : public c10d::Store {
+ public:
+  StoreAdapter(std::shared_ptr<net::Store> s, std::chrono::milliseconds timeout) : Store(timeout), s_(std::move(s)) {}
+  void set(const std::string& key, const std::vector<uint8_t>& value) override { s_->set(key, value); }
+  std::vector<uint8_t> get(const std::string& key) override { return s_->get(key, timeout_); }
+  int64_t add(const std::string& key, int64_t value) override { return s_->add(key, value); }
+  bool deleteKey(const std::string& key) override {
+    throw Error("c10d baseline: deleteKey('" + key + "') is not supported by the rendezvous store");
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    for (const auto& k : keys)
+      if (!s_->check(k)) return false;
+    return true;
+  }
+  int64_t getNumKeys() override { throw Error("c10d baseline: getNumKeys is not supported by the rendezvous store"); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    for (const auto& k : keys) s_->get(k, timeout);
+  }
+
+ private:
+  std::shared_ptr<net::Store> s_;
+};
+
+}  // namespace
+
+C10dGloo::C10dGloo(std::shared_ptr<net::Store> store, int rank, int size, const std::string& iface,
                    const std::string& address, int timeout_s)
     : impl_(std::make_unique<Impl>()) {
   auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(timeout_s));
   if (!iface.empty()) opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
   else if (!address.empty()) opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(address));
   else opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("c10d-baseline", store.c10dStore());
+  auto adapter = c10::make_intrusive<StoreAdapter>(std::move(store), std::chrono::seconds(timeout_s));
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("c10d-baseline", adapter);
   impl_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
 }
 

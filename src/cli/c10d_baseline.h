@@ -1,17 +1,17 @@
 // The PyTorch Gloo backend (c10d::ProcessGroupGloo from LibTorch) as the benchmark baseline,
-// run over the same TCPStore and interface as our Communicator.
+// run over the same rendezvous store (seen as a c10d::Store) and interface as our Communicator.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "lowcomm/runtime/tcp_store.h"
+#include "lowcomm/net/store.h"
 
 namespace lowcomm::cli {
 
 class C10dGloo {
  public:
-  C10dGloo(const runtime::TcpStore& store, int rank, int size, const std::string& iface, const std::string& address,
+  C10dGloo(std::shared_ptr<net::Store> store, int rank, int size, const std::string& iface, const std::string& address,
            int timeout_s);
   ~C10dGloo();
   // Whether c10d's Gloo backend implements `op` ("reduce_scatter" it does not, in LibTorch 1.13).

@@ -36,7 +36,8 @@ bool parseArgs(CLI::App& app, int argc, char** argv) {
 
 void addClusterOptions(CLI::App& app, ClusterArgs& c) {
   app.add_option("--cluster", c.name, "run the workers on this emulated cluster (tools/cluster up --prefix NAME)");
-  app.add_option("--procs-per-node", c.procs_per_node, "with --cluster: workers per node (default: the cluster's)");
+  app.add_option("--procs-per-node", c.procs_per_node, "with --cluster: workers per node (default: the cluster's)")
+      ->check(CLI::Range(1, 4096));
   app.add_option("--wire-json", c.wire_json, "with --cluster: write the run's wire bytes per node (kernel counters) here");
 }
 
@@ -44,6 +45,7 @@ int relaunchAsWorkers(int nproc, const std::string& subcommand, int argc, char**
   if (std::getenv(kWorkerMarker)) return -1;
   if (nproc <= 0) {
     if (!cluster.name.empty()) throw ConfigError("--cluster needs --nproc N");
+    if (cluster.max_restarts > 0) throw ConfigError("--max-restarts needs --nproc N (or lowcomm launch --max-restarts)");
     if (!cluster.wire_json.empty() || cluster.procs_per_node) throw ConfigError("--wire-json and --procs-per-node need --cluster");
     return -1;
   }
@@ -59,7 +61,7 @@ int relaunchAsWorkers(int nproc, const std::string& subcommand, int argc, char**
   lo.command = {selfPath()};
   for (const auto& word : CLI::detail::split(subcommand, ' ')) lo.command.push_back(word);
   for (int i = 1; i < argc; ++i) lo.command.push_back(argv[i]);
-  return launch::launch(lo, std::cerr);
+  return launch::launchWithRestarts(lo, cluster.max_restarts, std::cerr);
 }
 
 }  // namespace lowcomm::cli

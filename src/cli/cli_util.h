@@ -19,6 +19,7 @@ struct ClusterArgs {
   std::string name;         // --cluster PREFIX
   int procs_per_node = 0;   // --procs-per-node (0: the cluster's)
   std::string wire_json;    // --wire-json FILE
+  int max_restarts = 0;     // --max-restarts N (lowcomm train)
 };
 void addClusterOptions(CLI::App& app, ClusterArgs& c);
 int relaunchAsWorkers(int nproc, const std::string& subcommand, int argc, char** argv,

@@ -39,12 +39,13 @@ int cmdLaunch(int argc, char** argv) {
       "On an emulated cluster (tools/cluster up --nodes 2):\n"
       "  lowcomm launch --cluster lc --nproc 2 --wire-json wire.json -- lowcomm bench collectives");
   int nproc = 0;
-  app.add_option("--nproc", nproc, "number of worker processes (with --cluster: default all its slots)");
+  app.add_option("--nproc", nproc, "number of worker processes (with --cluster: default all its slots)")
+      ->check(CLI::Range(1, 65536));
   app.add_option("--master-addr", opts.master_addr, "rendezvous address (rank 0's host)")
       ->capture_default_str();
   app.add_option("--master-port", opts.master_port, "rendezvous port; 0 picks a free one")
       ->capture_default_str();
-  app.add_flag("--quiet-nonzero", opts.quiet_nonzero, "drop the output of ranks other than 0");
+  app.add_flag("--quiet-nonzero", opts.quiet_nonzero, "drop the standard output of ranks other than 0 (their errors are still shown)");
   app.add_option("--grace-seconds", grace_seconds,
                  "after a failure, time between SIGTERM and SIGKILL for the other workers")
       ->capture_default_str();
@@ -52,8 +53,14 @@ int cmdLaunch(int argc, char** argv) {
   app.add_option("--cluster", opts.cluster,
                  "run the workers on this emulated cluster (tools/cluster up --prefix NAME): each in its node's "
                  "network namespace; MASTER_ADDR is node 0's address");
-  app.add_option("--procs-per-node", opts.procs_per_node, "with --cluster: workers per node (default: the cluster's)");
+  app.add_option("--procs-per-node", opts.procs_per_node, "with --cluster: workers per node (default: the cluster's)")
+      ->check(CLI::Range(1, 4096));
   app.add_option("--wire-json", opts.wire_json, "with --cluster: write the run's wire bytes per node here");
+  int max_restarts = 0;
+  app.add_option("--max-restarts", max_restarts,
+                 "after a worker fails, stop the others and start all again, up to N times "
+                 "(LOWCOMM_RESTART_COUNT tells the workers; `lowcomm train` then resumes from its latest checkpoint)")
+      ->check(CLI::Range(0, 1000000));
 
   if (!parseArgs(app, dash, argv)) return 0;
 
@@ -78,7 +85,7 @@ int cmdLaunch(int argc, char** argv) {
     opts.extra_env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
 
-  return launch::launch(opts, std::cerr);
+  return launch::launchWithRestarts(opts, max_restarts, std::cerr);
 }
 
 }  // namespace lowcomm::cli

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -31,12 +32,26 @@ comm::CommOptions commOptions(const train::TrainConfig& c) {
   return o;
 }
 
+// LOWCOMM_RESTART_COUNT, set by `lowcomm launch --max-restarts` (0 when unset).
+int restartCount() {
+  const char* v = std::getenv("LOWCOMM_RESTART_COUNT");
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || n < 0 || n > 1000000)
+    throw ConfigError(std::string("environment variable LOWCOMM_RESTART_COUNT='") + v + "' is not a restart count");
+  return static_cast<int>(n);
+}
+
 void printSummary(const nlohmann::json& s) {
   std::printf("\n== summary ==\n");
   std::printf("  %-22s %s\n", "strategy", s["strategy"].get<std::string>().c_str());
   std::printf("  %-22s %s on %s\n", "model", s["model"].get<std::string>().c_str(), s["dataset"].get<std::string>().c_str());
   std::printf("  %-22s %d\n", "world", s["world"].get<int>());
   std::printf("  %-22s %lld (%.2f epochs)\n", "steps", s["steps"].get<long long>(), s["epochs"].get<double>());
+  for (const auto& r : s.value("resumes", nlohmann::json::array()))
+    std::printf("  %-22s from step %lld, %lld steps lost (restart %d)\n", "resumed",
+                r["from_step"].get<long long>(), r["steps_lost"].get<long long>(), r["restart"].get<int>());
   std::printf("  %-22s %.2f %%\n", "test accuracy", 100.0 * s["test_accuracy"].get<double>());
   std::printf("  %-22s %.1f s (%.0f samples/s)\n", "wall time", s["wall_s"].get<double>(), s["samples_per_s"].get<double>());
   std::printf("  %-22s %.1f MB total, %.1f MB per rank\n", "bytes sent", s["bytes_sent"].get<double>() / 1048576.0,
@@ -100,12 +115,15 @@ int cmdTrain(int argc, char** argv) {
   CLI::App app{"Data-parallel training on LibTorch", "lowcomm train"};
   app.add_option("--config", config, "TOML configuration file (configs/*.toml)");
   app.add_option("--set", sets, "override a key: section.key=value (repeatable)");
-  app.add_option("--nproc", nproc, "launch this many local worker processes");
+  app.add_option("--nproc", nproc, "launch this many local worker processes")->check(CLI::Range(1, 65536));
   app.add_option("--summary", summary, "also write the summary JSON here");
   app.add_option("--timeline", timeline, "write a Chrome trace (Perfetto / chrome://tracing) of every rank");
   app.add_flag("--resume", resume, "continue from the latest checkpoint in checkpoint.dir");
   app.add_flag("--list-keys", list_keys, "print every configuration key and exit");
   addClusterOptions(app, cluster);
+  app.add_option("--max-restarts", cluster.max_restarts,
+                 "with --nproc: after a worker fails, restart all workers from the latest checkpoint, up to N times")
+      ->check(CLI::Range(0, 1000000));
   if (!parseArgs(app, argc, argv)) return 0;
   if (list_keys) {
     for (const auto& k : train::configKeys()) std::cout << k << "\n";
@@ -125,12 +143,14 @@ int cmdTrain(int argc, char** argv) {
   }
 
   std::shared_ptr<comm::Communicator> world;
+  runtime::Worker worker;  // alive until training ends: it exits the process if the launcher dies
   if (net::detectWorkerEnv()) {
     runtime::WorkerOptions wo;
     wo.comm = commOptions(cfg);
     wo.transport.iface = cfg.comm.iface;
     wo.transport.address = cfg.comm.address;
-    world = runtime::initWorker(wo).comm;
+    worker = runtime::initWorker(wo);
+    world = worker.comm;
   } else {
     runtime::pinTorchThreads(1);
     net::TransportOptions t;
@@ -141,6 +161,7 @@ int cmdTrain(int argc, char** argv) {
   to.summary_path = summary;
   to.timeline_path = timeline;
   to.resume = resume;
+  to.restart_count = restartCount();
   const auto s = train::runTraining(cfg, world, to);
   if (world->rank() == 0) printSummary(s);
   return 0;

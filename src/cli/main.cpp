@@ -1,4 +1,6 @@
 // lowcomm command line: dispatches to one subcommand per file.
+#include <c10/util/Exception.h>
+
 #include <cstring>
 #include <exception>
 #include <iostream>
@@ -31,6 +33,9 @@ int main(int argc, char** argv) {
   } catch (const lowcomm::ConfigError& e) {
     std::cerr << "lowcomm " << cmd << ": error: " << e.what() << "\n";
     return 2;
+  } catch (const c10::Error& e) {  // LibTorch's message without its C++ backtrace
+    std::cerr << "lowcomm " << cmd << ": error (LibTorch): " << e.what_without_backtrace() << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "lowcomm " << cmd << ": error: " << e.what() << "\n";
     return 1;

@@ -6,6 +6,7 @@
 
 #include "algo/algorithms.h"
 #include "link.h"
+#include "pair_auth.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/net/shm.h"
 #include "reduce.h"
@@ -38,6 +39,7 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<net::Store> s
   auto ctx = net::connectMesh(store, prefix, rank, size, dev, connectTimeout(opts));
   std::shared_ptr<Communicator> c(new Communicator(store, prefix, rank, size, opts, std::make_shared<TrafficMeter>(),
                                                   std::make_unique<Link>(ctx, dev)));
+  if (!opts.auth_token.empty()) authenticatePairs(*c->link_, opts.auth_token, connectTimeout(opts));
   c->detectLocality();
   c->meter_->reset();  // the meter starts at zero: set-up traffic is not the user's
   return c;
@@ -76,7 +78,7 @@ ShmDomain* Communicator::shmDomain() {
       shm_ = ShmDomain::create(*store_, prefix_, rank_, size_, opts_.shm_piece_bytes, connectTimeout(opts_), vote);
     } catch (const ConfigError&) {
       if (opts_.shm == ShmMode::on) throw;
-      all_local_ = false;  // e.g. /dev/shm too small or not shared: TCP from now on, on every rank
+      all_local_ = false;  // e.g. not enough memory or another user: TCP from now on, on every rank
     }
   }
   return shm_.get();
@@ -266,6 +268,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   auto ctx = net::connectMesh(store_, prefix, new_rank, new_size, link_->device(), connectTimeout(opts_));
   std::shared_ptr<Communicator> child(
       new Communicator(store_, prefix, new_rank, new_size, opts_, meter_, std::make_unique<Link>(ctx, link_->device())));
+  if (!opts_.auth_token.empty()) authenticatePairs(*child->link_, opts_.auth_token, connectTimeout(opts_));
   // The child's own locality exchange is metered: classify its peers from what this one knows.
   std::vector<bool> same(new_size);
   for (int i = 0; i < new_size; ++i) same[i] = link_->sameHost(members[i].second) || members[i].second == rank_;

@@ -59,10 +59,8 @@ std::unique_ptr<ShmDomain> ShmDomain::create(net::Store& store, const std::strin
   // waits for it; every rank then votes, and one failure anywhere means nobody uses it.
   try {
     if (rank == 0) {
-      std::random_device rd;
-      const std::string name = "/lowcomm-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
       try {
-        seg = net::ShmSegment::create(name, bytes);
+        seg = net::ShmSegment::create("lowcomm-shm", bytes);
       } catch (...) {
         store.set(prefix + "/shm/name", net::Bytes{});
         throw;
@@ -71,7 +69,7 @@ std::unique_ptr<ShmDomain> ShmDomain::create(net::Store& store, const std::strin
       h->n = n;
       h->piece = piece;
       h->magic.store(kMagic, std::memory_order_release);
-      store.set(prefix + "/shm/name", net::toBytes(name));
+      store.set(prefix + "/shm/name", net::toBytes(seg.name()));
     } else {
       const std::string name = net::toString(store.get(prefix + "/shm/name", timeout));
       if (name.empty()) throw ConfigError("shared memory: rank 0 could not create the segment");

@@ -15,11 +15,13 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <iterator>
@@ -46,7 +48,7 @@ constexpr auto kDrainAfterExit = std::chrono::milliseconds(500);  // orphans hol
 constexpr size_t kMaxLine = 64 * 1024;  // longer unterminated output is forwarded in pieces
 
 const char* const kTorchrunVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                                     "MASTER_ADDR", "MASTER_PORT", "LOWCOMM_PROCS_ON_HOST"};
+                                     "MASTER_ADDR", "MASTER_PORT", "LOWCOMM_PROCS_ON_HOST", "LOWCOMM_LAUNCHER_PID"};
 
 // Signals sent to the launcher that are passed on to every worker (torchrun's set).
 constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
@@ -183,9 +185,9 @@ void validate(const LaunchOptions& o) {
 class Supervisor {
  public:
   Supervisor(const LaunchOptions& opts, const std::string& master_addr, int port, const Cluster* cluster,
-             std::vector<Placement> placement, std::ostream& log)
+             std::vector<Placement> placement, std::ostream& log, LaunchReport* report)
       : opts_(opts), master_addr_(master_addr), port_(port), cluster_(cluster), placement_(std::move(placement)), log_(log),
-        out_(opts.out ? *opts.out : std::cout), err_(opts.err ? *opts.err : std::cerr) {}
+        out_(opts.out ? *opts.out : std::cout), err_(opts.err ? *opts.err : std::cerr), report_(report) {}
 
   ~Supervisor() {
     for (auto& w : workers_) {
@@ -271,6 +273,8 @@ class Supervisor {
       env.push_back("MASTER_ADDR=" + master_addr_);
       env.push_back("MASTER_PORT=" + std::to_string(port_));
       env.push_back("LOWCOMM_PROCS_ON_HOST=" + std::to_string(opts_.nproc));  // they share this machine's cores
+      env.push_back("LOWCOMM_LAUNCHER_PID=" + std::to_string(::getpid()));    // workers exit when we die
+      if (!token_.empty()) env.push_back("LOWCOMM_JOB_TOKEN=" + token_);      // proves membership of this job
       if (cluster_ && !opts_.extra_env.count("GLOO_SOCKET_IFNAME")) {
         env.erase(std::remove_if(env.begin(), env.end(),
                                  [](const std::string& e) { return e.rfind("GLOO_SOCKET_IFNAME=", 0) == 0; }),
@@ -392,6 +396,7 @@ class Supervisor {
              << plural(runningCount(), "running worker") << std::endl;
         result_ = 128 + sig;
         kill_at_ = Clock::now() + opts_.grace;
+        if (report_) report_->interrupted = true;
       }
       signalAll(sig);
     }
@@ -431,6 +436,7 @@ class Supervisor {
     log_ << "lowcomm launch: rank " << w.rank << " (pid " << w.pid << ") " << what;
     if (others > 0) log_ << "; stopping the other " << plural(others, "worker");
     log_ << std::endl;
+    if (report_) report_->failed_rank = w.rank, report_->cause = what;
     startStopping(w.exit_code);
   }
 
@@ -475,7 +481,7 @@ class Supervisor {
   }
 
   void forward(OutStream& s, const char* data, size_t n) {
-    if (opts_.quiet_nonzero && s.rank != 0) return;
+    if (opts_.quiet_nonzero && s.rank != 0 && !s.is_err) return;  // errors of every rank reach the user
     s.partial.append(data, n);
     size_t start = 0;
     for (size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos; start = nl + 1)
@@ -511,16 +517,36 @@ class Supervisor {
   int result_ = 0;  // first failure's exit code or 128+signal received; 0 while all is well
   Clock::time_point kill_at_{};
   bool killed_ = false;
+  LaunchReport* report_;
+  // This launch's job token, unless our own environment brings one (a job across hosts: every
+  // host's launcher must hand out the same secret).
+  std::string token_ = std::getenv("LOWCOMM_JOB_TOKEN") ? std::string() : newJobToken();
 };
 
 }  // namespace
 
-int launch(const LaunchOptions& opts, std::ostream& log) {
+std::string newJobToken() {
+  uint8_t bytes[32];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    const ssize_t r = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) throw Error(std::string("getrandom: ") + std::strerror(errno));
+    got += static_cast<size_t>(r);
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : bytes) out += {hex[b >> 4], hex[b & 15]};
+  return out;
+}
+
+int launch(const LaunchOptions& opts, std::ostream& log, LaunchReport* report) {
+  if (report) *report = LaunchReport{};
   validate(opts);
   if (opts.cluster.empty()) {
     if (!opts.wire_json.empty()) throw ConfigError("wire bytes (--wire-json) are measured only with --cluster");
     const int port = opts.master_port != 0 ? opts.master_port : findFreePort(opts.master_addr);
-    Supervisor supervisor(opts, opts.master_addr, port, nullptr, placeRanks(opts.nproc, 1, opts.nproc), log);
+    Supervisor supervisor(opts, opts.master_addr, port, nullptr, placeRanks(opts.nproc, 1, opts.nproc), log, report);
     return supervisor.run();
   }
   const Cluster cluster = loadCluster(opts.cluster);
@@ -535,7 +561,7 @@ int launch(const LaunchOptions& opts, std::ostream& log) {
   const auto t0 = Clock::now();
   int rc;
   {
-    Supervisor supervisor(opts, master, port, &cluster, placement, log);
+    Supervisor supervisor(opts, master, port, &cluster, placement, log, report);
     rc = supervisor.run();
   }
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();

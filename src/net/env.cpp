@@ -1,6 +1,9 @@
 #include "lowcomm/net/env.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "lowcomm/base/error.h"
 
@@ -8,13 +11,24 @@ namespace lowcomm::net {
 
 namespace {
 
+// Slurm writes e.g. "2(x3)" (2 tasks on each of 3 nodes) for SLURM_NTASKS_PER_NODE.
+bool slurmRepeat(const char* rest) {
+  if (rest[0] != '(' || rest[1] != 'x' || !std::isdigit(static_cast<unsigned char>(rest[2]))) return false;
+  const char* p = rest + 2;
+  while (std::isdigit(static_cast<unsigned char>(*p))) ++p;
+  return p[0] == ')' && p[1] == '\0';
+}
+
+// The whole value must be a decimal integer ("1x" or " 1" is an error, not 1).
 std::optional<int> intVar(const GetEnv& getenv, const char* name) {
   const char* v = getenv(name);
   if (!v || !*v) return std::nullopt;
   char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  // Slurm writes e.g. "2(x3)" for SLURM_NTASKS_PER_NODE; the leading integer is what counts.
-  if (end == v || x < 0 || x > (1 << 24))
+  errno = 0;
+  const long x = std::strtol(v, &end, 10);
+  const bool digits_first = std::isdigit(static_cast<unsigned char>(v[0]));
+  const bool rest_ok = *end == '\0' || (std::strcmp(name, "SLURM_NTASKS_PER_NODE") == 0 && slurmRepeat(end));
+  if (!digits_first || end == v || !rest_ok || errno == ERANGE || x < 0 || x > (1 << 24))
     throw ConfigError(std::string("environment variable ") + name + "='" + v + "' is not a valid non-negative integer");
   return static_cast<int>(x);
 }
@@ -26,6 +40,17 @@ struct Names {
   const char* local_rank;
   const char* local_world;
 };
+
+// Without MASTER_ADDR the rendezvous goes to 127.0.0.1. torchrun and lowcomm launch always set
+// it; Slurm and MPI do not, and 127.0.0.1 is right only when the launcher says that every rank
+// runs on this host.
+void requireLocalJob(const WorkerEnv& e, const Names& n, bool local_world_given) {
+  if (e.source == "torchrun" || e.world == 1 || (local_world_given && e.local_world == e.world)) return;
+  throw ConfigError("environment: MASTER_ADDR is not set in a " + e.source + " job of " + std::to_string(e.world) +
+                    " ranks (" + n.local_world +
+                    (local_world_given ? "=" + std::to_string(e.local_world) : std::string(" is not set")) +
+                    "): export MASTER_ADDR=<host of rank 0> on every rank");
+}
 
 }  // namespace
 
@@ -57,6 +82,7 @@ std::optional<WorkerEnv> detectWorkerEnv(const GetEnv& getenv) {
       throw ConfigError(std::string("environment: ") + n.local_rank + "=" + std::to_string(e.local_rank) +
                         " is not below " + n.local_world + "=" + std::to_string(e.local_world));
     if (const char* a = getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
+    else requireLocalJob(e, n, intVar(getenv, n.local_world).has_value());
     if (auto p = intVar(getenv, "MASTER_PORT")) {
       if (*p < 1 || *p > 65535) throw ConfigError("environment: MASTER_PORT=" + std::to_string(*p) + " is not a TCP port");
       e.master_port = *p;

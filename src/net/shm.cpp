@@ -34,35 +34,27 @@ char* mapFd(int fd, size_t bytes, const std::string& name) {
 }
 }  // namespace
 
-ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
-  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) throw ConfigError("shared memory: cannot create '" + name + "': " + std::strerror(errno));
+ShmSegment ShmSegment::create(const std::string& label, size_t bytes) {
+  const int fd = ::memfd_create(label.c_str(), MFD_CLOEXEC);
+  if (fd < 0) throw ConfigError("shared memory: cannot create '" + label + "': " + std::strerror(errno));
   // posix_fallocate reserves the pages now: on a too-small tmpfs, ftruncate alone succeeds and
   // the first write far into the segment dies with SIGBUS.
   int err = ::ftruncate(fd, static_cast<off_t>(bytes)) != 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   if (err != 0) {
     ::close(fd);
-    ::shm_unlink(name.c_str());
-    throw ConfigError("shared memory: cannot size '" + name + "' to " + std::to_string(bytes) +
-                      " bytes (is /dev/shm large enough?): " + std::strerror(err));
+    throw ConfigError("shared memory: cannot size '" + label + "' to " + std::to_string(bytes) +
+                      " bytes (is there enough memory?): " + std::strerror(err));
   }
   ShmSegment s;
-  s.name_ = name;
+  s.name_ = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd);
   s.size_ = bytes;
-  s.owner_ = true;
-  try {
-    s.data_ = mapFd(fd, bytes, name);
-  } catch (...) {
-    ::close(fd);
-    ::shm_unlink(name.c_str());
-    throw;
-  }
-  ::close(fd);
+  s.fd_ = fd;
+  s.data_ = mapFd(fd, bytes, label);  // on failure s's destructor closes fd
   return s;
 }
 
 ShmSegment ShmSegment::open(const std::string& name, size_t bytes) {
-  int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+  const int fd = ::open(name.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) throw ConfigError("shared memory: cannot open '" + name + "': " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
@@ -90,7 +82,7 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
     name_ = std::move(o.name_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
-    owner_ = std::exchange(o.owner_, false);
+    fd_ = std::exchange(o.fd_, -1);
   }
   return *this;
 }
@@ -98,15 +90,15 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
 ShmSegment::~ShmSegment() { release(); }
 
 void ShmSegment::release() {
-  if (owner_) unlink();
+  unlink();
   if (data_) ::munmap(data_, size_);
   data_ = nullptr;
   size_ = 0;
 }
 
 void ShmSegment::unlink() {
-  if (owner_ && !name_.empty()) ::shm_unlink(name_.c_str());
-  owner_ = false;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 }  // namespace lowcomm::net

@@ -148,7 +148,10 @@ void DataParallel::launchReady(bool force) {
       const auto t0 = Trace::Clock::now();
       hook_->run(*comm_, bucket);
       const auto t1 = Trace::Clock::now();
-      stats_.comm_s += seconds(t0, t1);
+      {
+        std::lock_guard<std::mutex> lock(stats_mu_);
+        stats_.comm_s += seconds(t0, t1);
+      }
       if (trace_) trace_->complete("bucket " + std::to_string(bucket.index), "comm", 1, t0, t1,
                                    {{"bytes", std::to_string(bucket.flat.numel() * 4)}, {"hook", hook_->name()}});
     });
@@ -167,8 +170,11 @@ void DataParallel::finish() {
     throw;
   }
   const auto t1 = Trace::Clock::now();
-  stats_.wait_s += seconds(t0, t1);
-  stats_.buckets += static_cast<int64_t>(buckets_.size());
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.wait_s += seconds(t0, t1);
+    stats_.buckets += static_cast<int64_t>(buckets_.size());
+  }
   if (trace_) trace_->complete("wait for gradients", "wait", 0, t0, t1);
   torch::NoGradGuard no_grad;
   for (auto& bucket : buckets_)

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 #include <thread>
 
 #include "lowcomm/base/error.h"
@@ -15,6 +17,21 @@ int pinTorchThreads(int local_world) {
   const int n = std::max(1, hw / std::max(1, local_world));
   at::set_num_threads(n);
   return n;
+}
+
+std::string jobTokenFromEnv(int world) {
+  if (const char* t = std::getenv("LOWCOMM_JOB_TOKEN"); t && *t) {
+    if (std::strlen(t) < 16) throw ConfigError("environment variable LOWCOMM_JOB_TOKEN is shorter than 16 characters");
+    return t;
+  }
+  if (world == 1) {
+    std::random_device rd;
+    return "single-rank-" + std::to_string(rd()) + std::to_string(rd()) + std::to_string(rd());
+  }
+  throw ConfigError(
+      "environment variable LOWCOMM_JOB_TOKEN is not set: `lowcomm launch` sets it for its workers; under "
+      "torchrun, srun or mpirun export the same secret on every rank, e.g. "
+      "LOWCOMM_JOB_TOKEN=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \\n')");
 }
 
 Worker initWorker(const WorkerOptions& opts) {
@@ -31,11 +48,15 @@ Worker initWorker(const WorkerOptions& opts) {
   if (opts.pin_threads) pinTorchThreads(sharing);
   Worker w;
   w.env = *env;
-  w.store = std::make_shared<TcpStore>(env->master_addr, env->master_port, env->rank == 0, env->world,
-                                       opts.rendezvous_timeout);
+  w.watch = std::make_shared<LauncherWatch>(launcherPidFromEnv(), "rank " + std::to_string(env->rank));
+  const auto rendezvous = opts.rendezvous_timeout.count() > 0 ? opts.rendezvous_timeout : opts.comm.timeout;
+  const std::string token = jobTokenFromEnv(env->world);
+  if (env->rank == 0) w.server = std::make_shared<net::RdzvServer>(env->master_addr, env->master_port, token);
+  w.store = std::make_shared<net::RdzvClient>(env->master_addr, env->master_port, token, rendezvous);
   comm::CommOptions co = opts.comm;
+  co.auth_token = token;  // every Gloo pair proves it too
   if (co.group_size == 0) co.group_size = env->local_world;
-  co.connect_timeout = opts.rendezvous_timeout;
+  co.connect_timeout = rendezvous;
   try {
     w.comm = comm::Communicator::create(w.store, env->rank, env->world, co, opts.transport);
   } catch (const TimeoutError& e) {

@@ -3,6 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -17,11 +21,14 @@ namespace {
 constexpr int64_t kMagic = 0x4c4f57434b5054;  // "LOWCKPT"
 constexpr int64_t kVersion = 1;
 
-void fsyncPath(const std::string& path, bool dir) {
-  const int fd = ::open(path.c_str(), dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
+[[noreturn]] void ioFail(const std::string& path, const std::string& what, int err) {
+  throw IoError("cannot write '" + path + "': " + what + ": " + std::strerror(err));
+}
+
+// Removes the temporary file, then throws: a failed write leaves neither it nor a partial target.
+[[noreturn]] void ioFailTmp(const std::string& path, const std::string& tmp, const std::string& what, int err) {
+  ::unlink(tmp.c_str());
+  ioFail(path, what, err);
 }
 
 torch::Tensor scalar(int64_t v) { return torch::tensor({v}, torch::kInt64); }
@@ -34,15 +41,34 @@ std::string checkpointFile(const std::string& dir, int64_t step, int rank) {
 
 void writeFileAtomically(const std::string& path, const std::string& bytes) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw ConfigError("cannot write '" + tmp + "'");
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!f.flush()) throw ConfigError("cannot write '" + tmp + "' (disk full?)");
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) ioFail(path, "open '" + tmp + "'", errno);
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      ioFailTmp(path, tmp, "write '" + tmp + "'", err);
+    }
+    done += static_cast<size_t>(n);
   }
-  fsyncPath(tmp, false);
-  fs::rename(tmp, path);
-  fsyncPath(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string(), true);
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    ioFailTmp(path, tmp, "fsync '" + tmp + "'", err);
+  }
+  if (::close(fd) != 0) ioFailTmp(path, tmp, "close '" + tmp + "'", errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) ioFailTmp(path, tmp, "rename '" + tmp + "'", errno);
+  const std::string dir = fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string();
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) ioFail(path, "open directory '" + dir + "'", errno);
+  if (::fsync(dfd) != 0) {
+    const int err = errno;
+    ::close(dfd);
+    ioFail(path, "fsync directory '" + dir + "'", err);
+  }
+  ::close(dfd);
 }
 
 void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
@@ -171,6 +197,38 @@ int64_t readLatest(const std::string& dir) {
   int64_t step = -1;
   if (!(f >> step) || step < 0) return -1;
   return step;
+}
+
+void removeLatest(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "latest").string();
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    throw IoError("cannot remove the stale '" + path + "' of an earlier run: " + std::strerror(errno));
+}
+
+std::vector<int64_t> pruneCheckpoints(const std::string& dir, int rank, int64_t current, int64_t keep) {
+  std::vector<int64_t> steps;
+  if (keep <= 0) return steps;
+  const std::string suffix = ".rank" + std::to_string(rank) + ".pt";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step", 0) != 0 || name.size() <= 4 + suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string digits = name.substr(4, name.size() - 4 - suffix.size());
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 18) continue;
+    const int64_t step = std::stoll(digits);
+    if (step <= current) steps.push_back(step);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  std::vector<int64_t> removed;
+  for (size_t i = static_cast<size_t>(keep); i < steps.size(); ++i) {
+    const std::string path = checkpointFile(dir, steps[i], rank);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      throw IoError("cannot remove the old checkpoint '" + path + "': " + std::strerror(errno));
+    removed.push_back(steps[i]);
+  }
+  return removed;
 }
 
 void savePythonStateDict(const std::string& path, torch::nn::Module& model) {

@@ -19,6 +19,8 @@ struct Field {
   std::function<std::string(const TrainConfig&)> show;
 };
 
+constexpr int64_t kMaxTimeoutS = 30 * 24 * 3600;
+
 [[noreturn]] void bad(const std::string& where, const std::string& key, const std::string& why) {
   throw ConfigError(where + ": key '" + key + "' " + why);
 }
@@ -211,6 +213,8 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("logging.eval_every", logging.eval_every, int64_t),
       LC_FIELD("logging.progress", logging.progress, bool),
       LC_FIELD("checkpoint.every_steps", checkpoint.every_steps, int64_t),
+      LC_FIELD("checkpoint.every_minutes", checkpoint.every_minutes, double),
+      LC_FIELD("checkpoint.keep_last", checkpoint.keep_last, int64_t),
       LC_FIELD("checkpoint.dir", checkpoint.dir, std::string),
   };
   return fields;
@@ -299,6 +303,9 @@ void validate(const TrainConfig& c, const std::string& where) {
   auto nonneg = [&](const char* key, double v) {
     if (!(v >= 0)) bad(where, key, "must be >= 0");
   };
+  auto finite = [&](const char* key, double v) {
+    if (!std::isfinite(v)) bad(where, key, "must be finite");
+  };
   if (!(c.model.width > 0 && c.model.width <= 4)) bad(where, "model.width", "must be in (0, 4]");
   if (!(c.model.dropout >= 0 && c.model.dropout < 1)) bad(where, "model.dropout", "must be in [0, 1)");
   oneOf(where, "model.init", c.model.init, {"default", "ortho-sigma"});
@@ -314,22 +321,38 @@ void validate(const TrainConfig& c, const std::string& where) {
   nonneg("optimizer.grad_clip", c.optimizer.grad_clip);
   if (c.optimizer.label_smoothing < 0 || c.optimizer.label_smoothing >= 1)
     bad(where, "optimizer.label_smoothing", "must be in [0, 1)");
+  if (!(c.optimizer.beta1 >= 0 && c.optimizer.beta1 < 1)) bad(where, "optimizer.beta1", "must be in [0, 1)");
+  if (!(c.optimizer.beta2 >= 0 && c.optimizer.beta2 < 1)) bad(where, "optimizer.beta2", "must be in [0, 1)");
+  if (!(c.optimizer.eps > 0 && std::isfinite(c.optimizer.eps))) bad(where, "optimizer.eps", "must be > 0 and finite");
+  finite("optimizer.lr", c.optimizer.lr);
+  finite("optimizer.momentum", c.optimizer.momentum);
+  finite("optimizer.weight_decay", c.optimizer.weight_decay);
+  finite("optimizer.grad_clip", c.optimizer.grad_clip);
   oneOf(where, "schedule.name", c.schedule.name, {"constant", "step", "cosine"});
   positive("schedule.epochs", static_cast<double>(c.schedule.epochs));
   nonneg("schedule.max_steps", static_cast<double>(c.schedule.max_steps));
   nonneg("schedule.warmup_steps", static_cast<double>(c.schedule.warmup_steps));
   positive("schedule.step_size", static_cast<double>(c.schedule.step_size));
+  if (!(c.schedule.gamma > 0 && c.schedule.gamma <= 1)) bad(where, "schedule.gamma", "must be in (0, 1]");
+  if (!(c.schedule.min_lr >= 0 && c.schedule.min_lr <= c.optimizer.lr))
+    bad(where, "schedule.min_lr", "must be in [0, optimizer.lr]");
   oneOf(where, "strategy.name", c.strategy.name, {"ddp", "ab"});
   validateAb(c, where);
   positive("strategy.bucket_mb", c.strategy.bucket_mb);
+  if (!(c.strategy.bucket_mb <= 65536)) bad(where, "strategy.bucket_mb", "must be at most 65536 (64 GiB)");
   positive("strategy.accumulation", static_cast<double>(c.strategy.accumulation));
   validateCompress(c, where);
   positive("comm.timeout_s", static_cast<double>(c.comm.timeout_s));
+  // Deadlines are steady_clock time points in nanoseconds: a timeout of centuries overflows them.
+  if (c.comm.timeout_s > kMaxTimeoutS) bad(where, "comm.timeout_s", "must be at most " + std::to_string(kMaxTimeoutS) + " (30 days)");
   oneOf(where, "comm.algo", c.comm.algo, {"auto", "ring", "hd", "hier", "ordered", "shm"});
   oneOf(where, "comm.shm", c.comm.shm, {"auto", "on", "off"});
   positive("logging.log_every", static_cast<double>(c.logging.log_every));
   nonneg("logging.eval_every", static_cast<double>(c.logging.eval_every));
   nonneg("checkpoint.every_steps", static_cast<double>(c.checkpoint.every_steps));
+  if (!(c.checkpoint.every_minutes >= 0 && c.checkpoint.every_minutes <= 1e6))
+    bad(where, "checkpoint.every_minutes", "must be in [0, 1e6] (0 = off)");
+  nonneg("checkpoint.keep_last", static_cast<double>(c.checkpoint.keep_last));
   if (c.logging.out_dir.empty()) bad(where, "logging.out_dir", "must not be empty");
 }
 

@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
+#include <vector>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/train/checkpoint.h"
 
 namespace lowcomm::train {
 
@@ -16,6 +19,44 @@ JsonlWriter::JsonlWriter(const std::string& path, bool append)
 void JsonlWriter::write(const nlohmann::json& record) {
   out_ << record.dump() << "\n";
   out_.flush();
+}
+
+int64_t truncateMetricsAfterCheckpoint(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return step;  // nothing written yet
+  std::vector<std::string> lines;
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) continue;  // a line cut short by the crash
+    lines.push_back(line);
+    records.push_back(std::move(j));
+  }
+  size_t keep = lines.size();
+  bool marked = false;
+  for (size_t i = records.size(); i-- > 0;)
+    if (records[i].value("type", "") == "checkpoint" && records[i].value("step", int64_t{-1}) == step) {
+      keep = i + 1, marked = true;
+      break;
+    }
+  std::string out;
+  for (size_t i = 0; i < keep; ++i)
+    if (marked || !records[i].contains("step") || records[i]["step"].get<int64_t>() <= step) out += lines[i] + "\n";
+  int64_t reached = step;
+  for (const auto& r : records)
+    if (r.value("type", "") == "step") reached = std::max(reached, r.value("step", step));
+  writeFileAtomically(path, out);
+  return reached;
+}
+
+nlohmann::json resumeRecords(const std::string& path) {
+  nlohmann::json out = nlohmann::json::array();
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded() && j.value("type", "") == "resume") out.push_back(std::move(j));
+  }
+  return out;
 }
 
 Progress::Progress(bool enabled) : enabled_(enabled), tty_(::isatty(STDOUT_FILENO) != 0) {}

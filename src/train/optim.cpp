@@ -6,7 +6,8 @@
 
 namespace lowcomm::train {
 
-std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const TrainConfig& c, std::vector<torch::Tensor> params) {
+namespace {
+std::unique_ptr<torch::optim::Optimizer> build(const TrainConfig& c, std::vector<torch::Tensor> params) {
   const auto& o = c.optimizer;
   if (o.name == "sgd") {
     torch::optim::SGDOptions opts(o.lr);
@@ -20,6 +21,18 @@ std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const TrainConfig& c, std
     return std::make_unique<torch::optim::AdamW>(std::move(params), opts);
   }
   throw ConfigError("optimizer.name '" + o.name + "' is unknown (expected sgd or adamw)");
+}
+}  // namespace
+
+// LibTorch checks the options again (e.g. AdamW's betas): its message, without the C++
+// backtrace, as a config error of the [optimizer] section.
+std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const TrainConfig& c, std::vector<torch::Tensor> params) {
+  try {
+    return build(c, std::move(params));
+  } catch (const c10::Error& e) {
+    throw ConfigError("[optimizer] " + c.optimizer.name + ": LibTorch rejected the settings: " +
+                      e.what_without_backtrace());
+  }
 }
 
 LrSchedule::LrSchedule(const TrainConfig& c, int64_t total_steps)

@@ -16,8 +16,10 @@
 #include "lowcomm/parallel/compress_hook.h"
 #include "lowcomm/parallel/ddp.h"
 #include "lowcomm/train/checkpoint.h"
+#include "lowcomm/train/checkpoint_schedule.h"
 #include "lowcomm/train/metrics.h"
 #include "lowcomm/train/optim.h"
+#include "lowcomm/train/same_job.h"
 
 namespace lowcomm::train {
 
@@ -108,6 +110,36 @@ Eval evaluate(nn::Model& model, const Forward& forward, parallel::DataParallel& 
   return Eval{v[0] / std::max(1.0, v[2]), v[1] / std::max(1.0, v[2]), static_cast<int64_t>(v[2])};
 }
 
+// Every rank must have loaded the checkpoint `latest` names, and (data parallelism, where every
+// rank holds the same weights) the same weights: a stale or foreign file on one rank is a
+// DataError naming it, not a silently diverging run. `model` null: weights differ by design (AB).
+void checkResumedAlike(comm::Communicator& world, int64_t loaded_step, int64_t latest, torch::nn::Module* model,
+                       const std::string& file) {
+  int64_t mine[2] = {loaded_step, 0};
+  if (model) {
+    uint64_t h = 1469598103934665603ull;
+    for (const auto& p : model->parameters()) {
+      const auto t = p.detach().contiguous();
+      const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
+      for (size_t i = 0, e = static_cast<size_t>(t.numel()) * t.element_size(); i < e; ++i)
+        h = (h ^ bytes[i]) * 1099511628211ull;
+    }
+    mine[1] = static_cast<int64_t>(h >> 1);
+  }
+  std::vector<int64_t> all(2 * world.size());
+  world.allgather(mine, all.data(), 2, comm::DType::i64);
+  for (int r = 0; r < world.size(); ++r) {
+    if (all[2 * r] != latest)
+      throw DataError("--resume: rank " + std::to_string(r) + " loaded step " + std::to_string(all[2 * r]) +
+                      " from its checkpoint file, but 'latest' names step " + std::to_string(latest) +
+                      (r == world.rank() ? " ('" + file + "')" : std::string()));
+    if (all[2 * r + 1] != all[1])
+      throw DataError("--resume: rank " + std::to_string(r) + "'s checkpoint of step " + std::to_string(latest) +
+                      " holds other weights than rank 0's" +
+                      (r == world.rank() ? " ('" + file + "')" : std::string()));
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -135,11 +167,6 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
   const int rank = world->rank(), n = world->size();
   const fs::path out_dir(cfg.logging.out_dir);
   const fs::path ckpt_dir = cfg.checkpoint.dir.empty() ? out_dir / "checkpoints" : fs::path(cfg.checkpoint.dir);
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec) throw ConfigError("cannot create logging.out_dir '" + out_dir.string() + "': " + ec.message());
-  if (rank == 0) writeFileAtomically((out_dir / "config.toml").string(), toToml(cfg));
-
   // Data and model: the same on every rank (rank 0's initial weights are broadcast anyway).
   torch::manual_seed(cfg.seed);
   data::Dataset train = data::loadDataset(cfg.data.dataset, cfg.data.dir, true, cfg.seed);
@@ -147,6 +174,11 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
   if (cfg.data.train_limit > 0) train = train.take(cfg.data.train_limit);
   if (cfg.data.test_limit > 0) test = test.take(cfg.data.test_limit);
   if (train.height() != train.width()) throw ConfigError("data.dataset: images must be square");
+  checkSameJob(*world, jobDescription(toToml(cfg), train.size(), test.size(), n));  // before anything is written
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw ConfigError("cannot create logging.out_dir '" + out_dir.string() + "': " + ec.message());
+  if (rank == 0) writeFileAtomically((out_dir / "config.toml").string(), toToml(cfg));
   nn::ModelSpec spec{cfg.model.name, static_cast<int>(train.channels()), static_cast<int>(train.height()),
                      train.classes, static_cast<int>(cfg.model.vit_patch), static_cast<int>(cfg.model.vit_depth),
                      cfg.model.width, cfg.model.dropout, cfg.model.init};
@@ -190,23 +222,38 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
 
   TrainState state;
   state.config_hash = resumeHash(cfg, n);
-  if (opts.resume) {
-    int64_t step = rank == 0 ? readLatest(ckpt_dir.string()) : 0;
-    world->broadcast(&step, 1, comm::DType::i64, 0);
-    if (step < 0) throw ConfigError("--resume: no checkpoint in '" + ckpt_dir.string() + "' (no 'latest' file)");
-    const std::string file = checkpointFile(ckpt_dir.string(), step, rank);
+  int64_t resume_step = -1;  // a restart before the first checkpoint starts afresh
+  if (opts.resume || opts.restart_count > 0) {
+    resume_step = rank == 0 ? readLatest(ckpt_dir.string()) : 0;
+    world->broadcast(&resume_step, 1, comm::DType::i64, 0);
+    if (resume_step < 0 && opts.resume)
+      throw ConfigError("--resume: no checkpoint in '" + ckpt_dir.string() + "' (no 'latest' file)");
+  }
+  const bool resumed = resume_step >= 0;
+  if (resumed) {
+    const std::string file = checkpointFile(ckpt_dir.string(), resume_step, rank);
     const uint64_t want = state.config_hash;
     if (ab) loadStrategySection(file, [&](torch::serialize::InputArchive& ar) { ab->loadState(ar); });
     state = loadCheckpoint(file, *model, *optimizer, ddp().hook());
     if (state.config_hash != want)
       throw ConfigError("--resume: '" + file + "' was written with a different model, data, batch, seed, world size or compress codec");
+    checkResumedAlike(*world, state.step, resume_step, ab ? nullptr : model.get(), file);
     loader.seek(state.position);
   } else {
     loader.startEpoch(0);
   }
 
   std::unique_ptr<JsonlWriter> jsonl;
-  if (rank == 0) jsonl = std::make_unique<JsonlWriter>((out_dir / "metrics.jsonl").string(), opts.resume);
+  if (rank == 0) {
+    const std::string metrics = (out_dir / "metrics.jsonl").string();
+    int64_t reached = state.step;  // the last step the interrupted run logged
+    if (resumed) reached = truncateMetricsAfterCheckpoint(metrics, state.step);  // no step twice
+    else removeLatest(ckpt_dir.string());  // a --resume after this run must not find an older run's
+    jsonl = std::make_unique<JsonlWriter>(metrics, resumed);
+    if (resumed)
+      jsonl->write({{"type", "resume"}, {"step", state.step}, {"from_step", state.step},
+                    {"steps_lost", std::max<int64_t>(0, reached - state.step)}, {"restart", opts.restart_count}});
+  }
   Progress progress(rank == 0 && cfg.logging.progress);
   const auto t_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(state.elapsed_s));
   const int64_t sent_before = state.bytes_sent, recv_before = state.bytes_recv;
@@ -227,6 +274,11 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
     saveCheckpoint(checkpointFile(ckpt_dir.string(), step, rank), *model, *optimizer, st, ddp().hook(), strategy_state);
     world->barrier();  // every rank's file is complete before `latest` names it
     if (rank == 0) writeLatest(ckpt_dir.string(), step);
+    if (jsonl) jsonl->write({{"type", "checkpoint"}, {"step", step}, {"time_s", since(t_start)}});
+    if (cfg.checkpoint.keep_last > 0) {
+      world->barrier();  // `latest` names the new checkpoint before any rank removes an old one
+      pruneCheckpoints(ckpt_dir.string(), rank, step, cfg.checkpoint.keep_last);
+    }
   };
 
   const auto label_opts = torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(cfg.optimizer.label_smoothing);
@@ -253,6 +305,8 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
     if (ab && !final) rec["ab_phase"] = parallel::abPhaseName(ab->phase());  // the final model is merged
     jsonl->write(rec);
   };
+  CheckpointSchedule checkpoints(cfg.checkpoint.every_steps, cfg.checkpoint.every_minutes, step, total);
+  const auto t_run = Clock::now();  // this process's training time (t_start includes earlier runs')
   model->train();
   while (step < total) {
     auto pos = loader.position();
@@ -342,7 +396,7 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
         std::printf("step %lld: test accuracy %.2f %%, test loss %.4f\n", static_cast<long long>(step),
                     100.0 * last_eval.accuracy, last_eval.loss);
     }
-    if (cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0 && step < total) saveAt(step);
+    if (checkpoints.due(*world, step, since(t_run))) saveAt(step);
   }
   progress.finish();
   if (ab && ab->phase() == parallel::AbPhase::ab) {
@@ -387,6 +441,8 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
       {"straggler_rank", straggler}, {"wait_s_by_rank", waits},
       {"parameters", nn::parameterCount(*model)}, {"buckets", ddp().buckets().size()},
       {"codec", cfg.compress.codec}, {"compression", compressionJson(compressors, cfg)}};
+  summary["restarts"] = opts.restart_count;
+  summary["resumes"] = rank == 0 ? resumeRecords((out_dir / "metrics.jsonl").string()) : nlohmann::json::array();
   if (ab) summary["ab"] = abSummaryJson(*ab);
   // AB-training rebuilds its DDP (and codec) at every switch: the ratio over the whole run is the
   // summed one, not the last hook's.

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # End to end through the real launcher: `lowcomm train --nproc 2` on synthetic data, outputs,
-# resume from the latest checkpoint, and a config error naming the key.
+# resume from the latest checkpoint, config and command-line errors naming the key or option,
+# and tools/timeline_phases.py on the run's timeline.
 set -euo pipefail
 LOWCOMM=$1
+TOOLS=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 common=(--set data.dataset=synthetic --set model.name=mlp --set data.batch_size=32 --set data.train_limit=2048
@@ -31,4 +33,23 @@ PY
 /usr/bin/python3 -c "import json,sys; s=json.load(open('$tmp/s2.json')); assert s['steps'] == 40, s"
 if "$LOWCOMM" train --set optimizer.lrr=0.1 > "$tmp/out3" 2>&1; then echo "FAIL: bad key accepted"; exit 1; fi
 grep -q "optimizer.lrr" "$tmp/out3" || { cat "$tmp/out3"; echo "FAIL: error does not name the key"; exit 1; }
-echo "train_e2e: 3 passed, 0 failed"
+# --nproc 0 or negative is an error (it used to start one in-process training silently); nothing is written.
+for n in 0 -2; do
+  if "$LOWCOMM" train --nproc=$n "${common[@]}" --set logging.out_dir="$tmp/nproc$n" > "$tmp/out4" 2>&1; then
+    echo "FAIL: --nproc $n accepted"; exit 1
+  fi
+  grep -q -- "--nproc" "$tmp/out4" || { cat "$tmp/out4"; echo "FAIL: --nproc $n error does not name the option"; exit 1; }
+  [ ! -e "$tmp/nproc$n" ] || { echo "FAIL: --nproc $n wrote $tmp/nproc$n"; exit 1; }
+done
+# Per-phase compute from the timeline: every step of this DDP run is one "ddp" phase event.
+/usr/bin/python3 "$TOOLS/timeline_phases.py" "$tmp/t.json" > "$tmp/phases" \
+  || { cat "$tmp/phases"; echo "FAIL: timeline_phases.py failed"; exit 1; }
+/usr/bin/python3 - "$tmp/phases" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["phase"] for r in rows] == ["ddp"], rows
+r = rows[0]
+assert r["steps"] == 30, r
+assert 0 < r["forward_ms"] < r["compute_ms"] <= r["step_ms"], r
+PY
+echo "train_e2e: 5 passed, 0 failed"

@@ -197,13 +197,22 @@ TEST(Launcher, FreePortIsChosenWhenNoneGiven) {
   EXPECT_EQ(ports[0], ports[1]);
 }
 
-TEST(Launcher, QuietNonzeroHidesOtherRanks) {
+// quiet_nonzero hides the other ranks' standard output, never their errors: a failing rank 2
+// shows rank 2's message.
+TEST(Launcher, QuietNonzeroHidesOtherRanksOutputButNotTheirErrors) {
   std::ostringstream out, err, log;
   auto o = shellJob(3, "echo out $RANK; echo err $RANK >&2", out, err);
   o.quiet_nonzero = true;
   ASSERT_EQ(launch(o, log), 0) << log.str();
   EXPECT_EQ(out.str(), "[rank 0] out 0\n");
-  EXPECT_EQ(err.str(), "[rank 0] err 0\n");
+  for (int r = 0; r < 3; ++r)
+    EXPECT_NE(err.str().find("[rank " + std::to_string(r) + "] err " + std::to_string(r) + "\n"), std::string::npos)
+        << err.str();
+  std::ostringstream out2, err2, log2;
+  auto f = shellJob(3, "if [ $RANK = 2 ]; then echo 'error: bad shard on rank 2' >&2; exit 3; fi; sleep 30", out2, err2);
+  f.quiet_nonzero = true;
+  EXPECT_NE(launch(f, log2), 0);
+  EXPECT_NE(err2.str().find("[rank 2] error: bad shard on rank 2"), std::string::npos) << err2.str();
 }
 
 TEST(Launcher, SignalsToTheLauncherAreForwarded) {

@@ -35,13 +35,15 @@ TEST(WorkerEnv, Torchrun) {
 
 TEST(WorkerEnv, Slurm) {
   auto e = detectWorkerEnv(
-      from({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"}, {"SLURM_NTASKS_PER_NODE", "3(x2)"}}));
+      from({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"}, {"SLURM_NTASKS_PER_NODE", "3(x2)"},
+            {"MASTER_ADDR", "node1"}}));
   ASSERT_TRUE(e);
   EXPECT_EQ(e->source, "slurm");
   EXPECT_EQ(e->rank, 5);
   EXPECT_EQ(e->world, 6);
   EXPECT_EQ(e->local_rank, 2);
   EXPECT_EQ(e->local_world, 3);
+  EXPECT_EQ(e->master_addr, "node1");
 }
 
 TEST(WorkerEnv, OpenMpiAndPmi) {
@@ -50,7 +52,7 @@ TEST(WorkerEnv, OpenMpiAndPmi) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->source, "openmpi");
   EXPECT_EQ(e->world, 4);
-  auto p = detectWorkerEnv(from({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}}));
+  auto p = detectWorkerEnv(from({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"}}));
   ASSERT_TRUE(p);
   EXPECT_EQ(p->source, "pmi");
   EXPECT_EQ(p->local_world, 2);
@@ -69,4 +71,35 @@ TEST(WorkerEnv, MalformedValuesNameTheVariable) {
   expectError({{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "RANK=2");
   expectError({{"RANK", "0"}}, "WORLD_SIZE is missing");
   expectError({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}, "MASTER_PORT");
+  // The whole value must be an integer: no trailing or leading garbage.
+  expectError({{"RANK", "1x"}, {"WORLD_SIZE", "2"}}, "RANK='1x'");
+  expectError({{"RANK", "0"}, {"WORLD_SIZE", " 2"}}, "WORLD_SIZE=' 2'");
+  expectError({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "2(x3)"}}, "LOCAL_WORLD_SIZE='2(x3)'");
+  expectError({{"RANK", "0"}, {"WORLD_SIZE", "99999999999999999999"}}, "WORLD_SIZE=");
+  expectError({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NTASKS_PER_NODE", "1(x2"}, {"MASTER_ADDR", "h"}},
+              "SLURM_NTASKS_PER_NODE='1(x2'");
+}
+
+// Slurm and MPI do not set MASTER_ADDR: a job spanning hosts must not silently rendezvous at 127.0.0.1.
+TEST(WorkerEnv, MissingMasterAddrOfAMultiHostJobIsAnError) {
+  auto error = [](std::map<std::string, std::string> m) -> std::string {
+    try {
+      detectWorkerEnv(from(m));
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string slurm = error({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_NTASKS_PER_NODE", "2(x2)"}});
+  EXPECT_NE(slurm.find("MASTER_ADDR is not set"), std::string::npos) << slurm;
+  EXPECT_NE(slurm.find("SLURM_NTASKS_PER_NODE=2"), std::string::npos) << slurm;
+  const std::string pmi = error({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}});
+  EXPECT_NE(pmi.find("MPI_LOCALNRANKS is not set"), std::string::npos) << pmi;
+  // Every rank on this host (the launcher says so), a single rank, or torchrun: 127.0.0.1 is right.
+  auto local = detectWorkerEnv(from({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                                     {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+  ASSERT_TRUE(local);
+  EXPECT_EQ(local->master_addr, "127.0.0.1");
+  EXPECT_TRUE(detectWorkerEnv(from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}})));
+  EXPECT_TRUE(detectWorkerEnv(from({{"RANK", "0"}, {"WORLD_SIZE", "2"}})));
 }

@@ -73,6 +73,7 @@ Env minimalEnv() {
   Env env;
   for (const char* name : {"PATH", "LD_LIBRARY_PATH", "TMPDIR"})
     if (const char* v = std::getenv(name)) env[name] = v;
+  env["LOWCOMM_JOB_TOKEN"] = "multiprocess-test-job-token";  // what `lowcomm launch` would hand out
   return env;
 }
 
@@ -81,9 +82,9 @@ Env minimalEnv() {
 class WorkerProcess {
  public:
   WorkerProcess(const std::vector<std::string>& args, const Env& env, const fs::path& dir,
-                const std::string& name)
+                const std::string& name, const std::string& program = kWorker)
       : out_(dir / (name + ".out")), err_(dir / (name + ".err")) {
-    std::vector<std::string> argv_s{kWorker};
+    std::vector<std::string> argv_s{program};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : argv_s) argv.push_back(a.data());
@@ -99,11 +100,11 @@ class WorkerProcess {
     posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int rc = ::posix_spawn(&pid_, kWorker, &fa, nullptr, argv.data(), envp.data());
+    const int rc = ::posix_spawn(&pid_, program.c_str(), &fa, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) {
       pid_ = -1;
-      throw std::runtime_error(std::string("posix_spawn ") + kWorker + ": " + std::strerror(rc));
+      throw std::runtime_error("posix_spawn " + program + ": " + std::strerror(rc));
     }
   }
   ~WorkerProcess() {
@@ -130,6 +131,7 @@ class WorkerProcess {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  pid_t pid() const { return pid_; }
   std::string out() const { return readFile(out_); }
   std::string err() const { return readFile(err_); }
 
@@ -182,9 +184,9 @@ TEST(Multiprocess, DeadRankFailsFast) {
   EXPECT_TRUE(contains(log.str(), "status 7")) << log.str();
 }
 
-// Rendezvous with a rank that never comes: both present ranks give up after their 2 s
-// rendezvous timeout and say which rank is missing.
-TEST(Multiprocess, RendezvousTimeoutNamesMissingRank) {
+// Rendezvous with a rank that never comes: both present ranks give up after 2 s (`timeout_var`
+// set to 2000 ms) and say which rank is missing.
+void expectRendezvousTimeout(const char* timeout_var) {
   TempDir dir;
   const int port = launch::findFreePort(kAddr);
   std::vector<std::unique_ptr<WorkerProcess>> procs;
@@ -194,7 +196,7 @@ TEST(Multiprocess, RendezvousTimeoutNamesMissingRank) {
     env["WORLD_SIZE"] = "3";
     env["MASTER_ADDR"] = kAddr;
     env["MASTER_PORT"] = std::to_string(port);
-    env["LC_TEST_RDZV_MS"] = "2000";
+    env[timeout_var] = "2000";
     procs.push_back(std::make_unique<WorkerProcess>(std::vector<std::string>{"allreduce"}, env,
                                                     dir.path(), "rank" + std::to_string(r)));
   }
@@ -206,6 +208,12 @@ TEST(Multiprocess, RendezvousTimeoutNamesMissingRank) {
     EXPECT_TRUE(contains(procs[r]->err(), "missing ranks: 2")) << "rank " << r << ":\n" << procs[r]->err();
   }
 }
+
+TEST(Multiprocess, RendezvousTimeoutNamesMissingRank) { expectRendezvousTimeout("LC_TEST_RDZV_MS"); }
+
+// Without its own rendezvous timeout the rendezvous follows the communicator's (comm.timeout_s in
+// a config), not a fixed 300 s.
+TEST(Multiprocess, RendezvousTimeoutFollowsCommTimeout) { expectRendezvousTimeout("LC_TEST_TIMEOUT_MS"); }
 
 // Two workers started by hand with the environment `envFor(rank)` (plus the master address);
 // each must print its allreduce line with the given source.
@@ -232,6 +240,79 @@ void expectAllreduceWithEnv(const std::function<Env(int rank)>& envFor, const st
                              std::to_string(r) + "/2 ok";
     EXPECT_TRUE(contains(procs[r]->out(), want)) << "missing '" << want << "' in:\n" << procs[r]->out();
   }
+}
+
+// Alive and not a zombie (orphans may be re-parented to a pid 1 that does not reap them).
+bool running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t paren = content.rfind(')');
+  return !content.empty() && paren != std::string::npos && paren + 2 < content.size() && content[paren + 2] != 'Z';
+}
+
+// A launcher that is SIGKILLed cannot stop its workers; they notice that they were re-parented
+// (LOWCOMM_LAUNCHER_PID is no longer their parent) and exit within a second instead of training
+// on. The "launcher" is a shell that starts two workers spinning on allreduces.
+TEST(Multiprocess, WorkersExitWhenTheLauncherDies) {
+  TempDir dir;
+  const int port = launch::findFreePort(kAddr);
+  const std::string d = dir.path().string();
+  std::string script = "export LOWCOMM_LAUNCHER_PID=$$ MASTER_ADDR=" + kAddr + " MASTER_PORT=" + std::to_string(port) +
+                       " WORLD_SIZE=2 LC_TEST_RDZV_MS=30000 LC_TEST_TIMEOUT_MS=30000\n";
+  for (int r = 0; r < 2; ++r)
+    script += "RANK=" + std::to_string(r) + " '" + kWorker + "' spin > '" + d + "/w" + std::to_string(r) + ".out' 2> '" +
+              d + "/w" + std::to_string(r) + ".err' &\necho $! > '" + d + "/w" + std::to_string(r) + ".pid'\n";
+  script += "wait\n";
+  WorkerProcess launcher({"-c", script}, minimalEnv(), dir.path(), "launcher", "/bin/sh");
+  const auto up = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < up && !(contains(readFile(dir.path() / "w0.out"), "spinning") &&
+                                contains(readFile(dir.path() / "w1.out"), "spinning")))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(contains(readFile(dir.path() / "w1.out"), "spinning")) << readFile(dir.path() / "w1.err");
+  const pid_t w0 = std::stoi(readFile(dir.path() / "w0.pid")), w1 = std::stoi(readFile(dir.path() / "w1.pid"));
+  const pid_t launcher_pid = launcher.pid();
+  ::kill(launcher_pid, SIGKILL);
+  ASSERT_TRUE(launcher.waitUntil(Clock::now() + std::chrono::seconds(5)).has_value());
+  const auto t0 = Clock::now();
+  while (secondsSince(t0) < 10 && (running(w0) || running(w1))) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const bool gone = !running(w0) && !running(w1);
+  if (!gone) ::kill(w0, SIGKILL), ::kill(w1, SIGKILL);
+  ASSERT_TRUE(gone) << "workers still running 10 s after their launcher was killed";
+  EXPECT_LT(secondsSince(t0), 5.0);
+  const std::string errs = readFile(dir.path() / "w0.err") + readFile(dir.path() / "w1.err");
+  EXPECT_TRUE(contains(errs, "the launcher (pid " + std::to_string(launcher_pid) + ") died")) << errs;
+}
+
+// A process that knows the job's address but not its token cannot join: it is refused with a
+// clear message while the job's two ranks go on with their collectives.
+TEST(Multiprocess, ForeignProcessIsRefusedAndTheJobGoesOn) {
+  TempDir dir;
+  const int port = launch::findFreePort(kAddr);
+  auto env = [&](int rank, const std::string& token) {
+    Env e = minimalEnv();
+    e["RANK"] = std::to_string(rank);
+    e["WORLD_SIZE"] = "2";
+    e["MASTER_ADDR"] = kAddr;
+    e["MASTER_PORT"] = std::to_string(port);
+    e["LOWCOMM_JOB_TOKEN"] = token;
+    e["LC_TEST_RDZV_MS"] = "30000";
+    e["LC_TEST_TIMEOUT_MS"] = "30000";
+    return e;
+  };
+  WorkerProcess r0({"spin"}, env(0, "the-job-token-0123"), dir.path(), "r0");
+  WorkerProcess r1({"spin"}, env(1, "the-job-token-0123"), dir.path(), "r1");
+  const auto up = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < up && !(contains(readFile(dir.path() / "r0.out"), "spinning") &&
+                                contains(readFile(dir.path() / "r1.out"), "spinning")))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(contains(readFile(dir.path() / "r1.out"), "spinning")) << readFile(dir.path() / "r1.err");
+  WorkerProcess intruder({"allreduce"}, env(1, "not-the-job-token-99"), dir.path(), "intruder");
+  const auto status = intruder.waitUntil(Clock::now() + std::chrono::seconds(15));
+  ASSERT_TRUE(status.has_value()) << "the intruder is still running";
+  EXPECT_NE(*status, 0);
+  EXPECT_TRUE(contains(intruder.err(), "refused this process")) << intruder.err();
+  EXPECT_TRUE(running(r0.pid()) && running(r1.pid())) << readFile(dir.path() / "r0.err") << readFile(dir.path() / "r1.err");
+  EXPECT_FALSE(contains(readFile(dir.path() / "r0.err") + readFile(dir.path() / "r1.err"), "error"));
 }
 
 // Identity from Slurm's variables alone (no RANK/WORLD_SIZE).

@@ -65,13 +65,21 @@ int runCrash(runtime::Worker& w, int victim) {
   throw Error("allreduces went on for 60 s although rank " + std::to_string(victim) + " exited");
 }
 
+// Allreduces for up to 60 s after printing "spinning": a worker busy in collectives.
+int runSpin(runtime::Worker& w) {
+  std::cout << "rank " << w.env.rank << " spinning" << std::endl;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < until) allreduceOnce(w);
+  return 0;
+}
+
 int runThreads() {
   std::cout << "threads=" << at::get_num_threads() << std::endl;
   return 0;
 }
 
 int usage() {
-  std::cerr << "usage: lowcomm_test_worker allreduce | crash K | threads" << std::endl;
+  std::cerr << "usage: lowcomm_test_worker allreduce | crash K | threads | spin" << std::endl;
   return 2;
 }
 
@@ -80,7 +88,7 @@ int usage() {
 int main(int argc, char** argv) {
   if (argc < 2) return usage();
   const std::string mode = argv[1];
-  if (!(mode == "allreduce" || mode == "threads" || (mode == "crash" && argc == 3))) return usage();
+  if (!(mode == "allreduce" || mode == "threads" || mode == "spin" || (mode == "crash" && argc == 3))) return usage();
   std::string rank = "?";
   try {
     runtime::WorkerOptions opts;
@@ -90,6 +98,7 @@ int main(int argc, char** argv) {
     runtime::Worker w = runtime::initWorker(opts);
     if (mode == "allreduce") return runAllreduce(w);
     if (mode == "threads") return runThreads();
+    if (mode == "spin") return runSpin(w);
     return runCrash(w, std::stoi(argv[2]));
   } catch (const std::exception& e) {
     std::cerr << "rank " << rank << ": error: " << e.what() << std::endl;

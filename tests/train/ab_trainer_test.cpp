@@ -14,6 +14,7 @@
 #include "lowcomm/train/optim.h"
 #include "lowcomm/train/trainer.h"
 #include "train/checkpoint_params.h"
+#include "train/rank_threads.h"
 #include "train/temp_dir.h"
 
 using namespace lowcomm;
@@ -24,23 +25,8 @@ namespace {
 
 // Runs the trainer on `n` ranks as threads; returns rank 0's summary.
 nlohmann::json runOnThreads(int n, const TrainConfig& c, const TrainOptions& o) {
-  auto store = std::make_shared<net::MemoryStore>();
   std::vector<nlohmann::json> out(n);
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        net::TransportOptions t;
-        t.address = "127.0.0.1";
-        comm::CommOptions co;
-        co.timeout = std::chrono::seconds(60);
-        out[r] = runTraining(c, comm::Communicator::create(store, r, n, co, t), o);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+  const auto errors = test::onRankThreads(n, [&](int r, auto world) { out[r] = runTraining(c, world, o); });
   for (int r = 0; r < n; ++r)
     if (!errors[r].empty()) throw std::runtime_error("rank " + std::to_string(r) + ": " + errors[r]);
   return out[0];

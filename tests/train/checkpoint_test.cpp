@@ -1,4 +1,7 @@
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <csignal>
 
 #include <cstdlib>
 #include <filesystem>
@@ -108,6 +111,54 @@ TEST(Checkpoint, LatestPointerAndAtomicWrite) {
   writeLatest(d.path.string(), 40);
   EXPECT_EQ(readLatest(d.path.string()), 40);
   EXPECT_FALSE(fs::exists(d.path / "latest.tmp"));
+}
+
+// A write that fails part-way (here: the file size limit, which fails write() with EFBIG like a
+// full disk fails it with ENOSPC) is an IoError naming the file; the temp file is gone and the
+// old content is still there. An unwritable directory fails at open.
+TEST(Checkpoint, FailedWriteNamesTheFileAndKeepsTheOldContent) {
+  Dir d;
+  const std::string path = (d.path / "step6.rank0.pt").string();
+  writeFileAtomically(path, "old");
+  struct rlimit old_limit;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string error;
+  try {
+    writeFileAtomically(path, std::string(1 << 20, 'x'));
+  } catch (const IoError& e) {
+    error = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(error.find("cannot write '" + path + "': write"), std::string::npos) << error;
+  EXPECT_NE(error.find("too large"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  std::ifstream f(path);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(f), {}), "old");
+  try {
+    writeFileAtomically((d.path / "no_such_dir" / "latest").string(), "6\n");
+    ADD_FAILURE() << "wrote into a missing directory";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("no_such_dir/latest': open"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Checkpoint, PruneKeepsTheNewestOfThisRankAndNothingLater) {
+  Dir d;
+  for (int step : {2, 4, 6, 8, 10, 12}) std::ofstream(checkpointFile(d.path.string(), step, 0)) << "x";
+  std::ofstream(checkpointFile(d.path.string(), 4, 1)) << "x";  // another rank's
+  std::ofstream(d.path / "step3.rank0.pt.tmp") << "x";          // not a checkpoint
+  const auto removed = pruneCheckpoints(d.path.string(), 0, 10, 2);
+  EXPECT_EQ(removed, (std::vector<int64_t>{6, 4, 2}));
+  for (int step : {8, 10, 12}) EXPECT_TRUE(fs::exists(checkpointFile(d.path.string(), step, 0))) << step;
+  for (int step : {2, 4, 6}) EXPECT_FALSE(fs::exists(checkpointFile(d.path.string(), step, 0))) << step;
+  EXPECT_TRUE(fs::exists(checkpointFile(d.path.string(), 4, 1)));
+  EXPECT_TRUE(fs::exists(d.path / "step3.rank0.pt.tmp"));
+  EXPECT_TRUE(pruneCheckpoints(d.path.string(), 0, 10, 0).empty());  // 0 keeps everything
 }
 
 TEST(Checkpoint, PythonTorchLoadReadsTheStateDict) {

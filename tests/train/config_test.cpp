@@ -143,6 +143,29 @@ TEST(Config, ErrorsNameTheFileAndKey) {
   EXPECT_NE(e.find("comm.algo"), std::string::npos) << e;
 }
 
+// Every numeric key has a range: a value LibTorch would reject later (AdamW's betas), one that
+// overflows a deadline or an allocation, or a non-finite one is a config error naming the key.
+TEST(Config, NumericKeysOutOfRangeNameTheKey) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[optimizer]\nbeta1 = 1.0\n", "optimizer.beta1"},
+      {"[optimizer]\nbeta2 = -0.1\n", "optimizer.beta2"},
+      {"[optimizer]\neps = 0.0\n", "optimizer.eps"},
+      {"[optimizer]\nlr = inf\n", "optimizer.lr"},
+      {"[optimizer]\nlr = nan\n", "optimizer.lr"},
+      {"[optimizer]\nweight_decay = inf\n", "optimizer.weight_decay"},
+      {"[schedule]\ngamma = 0.0\n", "schedule.gamma"},
+      {"[schedule]\nmin_lr = 1.0\n", "schedule.min_lr"},  // above optimizer.lr (0.05)
+      {"[schedule]\nmin_lr = -1e-5\n", "schedule.min_lr"},
+      {"[strategy]\nbucket_mb = inf\n", "strategy.bucket_mb"},
+      {"[comm]\ntimeout_s = 99999999999999\n", "comm.timeout_s"},
+  };
+  for (const auto& [text, key] : cases) {
+    const std::string e = errorOf(text);
+    EXPECT_NE(e.find("'" + key + "'"), std::string::npos) << text << " gave: " << e;
+  }
+  EXPECT_EQ(errorOf("[optimizer]\nbeta1 = 0.0\nbeta2 = 0.95\n[schedule]\nmin_lr = 0.05\ngamma = 1.0\n"), "");
+}
+
 TEST(Config, ResolvedTomlLoadsBackToTheSameValues) {
   auto c = loadConfig("", {"model.name=vgg11", "optimizer.lr=0.125", "strategy.overlap=false", "data.dir=/x y/z",
                            "schedule.min_lr=1e-5"});

@@ -34,3 +34,19 @@ TEST(Optimizer, BuiltByNameAndScheduleApplies) {
   auto bad = loadConfig("", {"optimizer.nesterov=true", "optimizer.momentum=0"});
   EXPECT_THROW(makeOptimizer(bad, {w}), lowcomm::ConfigError);
 }
+
+// A value only LibTorch checks (here a config built in code, past loadConfig's range checks)
+// comes back as a config error of [optimizer] with LibTorch's message and no C++ backtrace.
+TEST(Optimizer, LibTorchRejectionIsAConfigErrorWithoutBacktrace) {
+  auto c = loadConfig("", {"optimizer.name=adamw"});
+  c.optimizer.beta1 = 1.5;
+  try {
+    makeOptimizer(c, {torch::zeros({2}, torch::requires_grad())});
+    FAIL() << "AdamW accepted beta1 = 1.5";
+  } catch (const lowcomm::ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("[optimizer] adamw"), std::string::npos) << m;
+    EXPECT_NE(m.find("beta"), std::string::npos) << m;
+    EXPECT_EQ(m.find("Exception raised from"), std::string::npos) << m;
+  }
+}

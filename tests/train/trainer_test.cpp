@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "lowcomm/base/error.h"
 #include "train/checkpoint_params.h"
@@ -97,6 +98,62 @@ TEST(Trainer, ResumeWithoutCheckpointOrWithAnotherModelIsAConfigError) {
   auto other = smallRun(d.path / "x", 8);
   other.data.batch_size = 16;
   EXPECT_THROW(runTraining(other, single(), resume), ConfigError);
+}
+
+// A run that "crashed" after step 18's records but resumes from its step-6 checkpoint drops the
+// records written after that checkpoint: metrics.jsonl has every step once.
+TEST(Trainer, ResumedMetricsDoNotRepeatSteps) {
+  Dir d;
+  auto c = smallRun(d.path / "a", 18);
+  c.logging.eval_every = 4;
+  runTraining(c, single(), {});
+  writeLatest((d.path / "a/checkpoints").string(), 6);
+  TrainOptions resume;
+  resume.resume = true;
+  runTraining(c, single(), resume);
+  std::map<std::string, int> seen;
+  std::vector<int64_t> checkpoints;
+  std::ifstream m(d.path / "a/metrics.jsonl");
+  for (std::string line; std::getline(m, line);) {
+    auto j = nlohmann::json::parse(line);
+    const std::string type = j["type"];
+    if (type == "checkpoint") checkpoints.push_back(j["step"]);
+    else ++seen[type + " " + std::to_string(j["step"].get<int64_t>())];
+  }
+  EXPECT_EQ(seen["step 2"], 1);
+  EXPECT_EQ(seen["step 8"], 1);
+  EXPECT_EQ(seen["step 18"], 1);
+  EXPECT_EQ(seen["eval 4"], 1);
+  EXPECT_EQ(seen["eval 12"], 1);
+  for (const auto& [k, n] : seen) EXPECT_EQ(n, 1) << k << " written " << n << " times";
+  EXPECT_EQ(checkpoints, (std::vector<int64_t>{6, 12, 18}));  // 6 kept, then the resumed run's
+}
+
+// checkpoint.keep_last: only the newest checkpoints stay, and `latest` names one of them.
+TEST(Trainer, KeepLastRemovesOlderCheckpoints) {
+  Dir d;
+  auto c = smallRun(d.path / "k", 18);
+  c.checkpoint.keep_last = 2;
+  runTraining(c, single(), {});
+  EXPECT_FALSE(fs::exists(d.path / "k/checkpoints/step6.rank0.pt"));
+  EXPECT_TRUE(fs::exists(d.path / "k/checkpoints/step12.rank0.pt"));
+  EXPECT_TRUE(fs::exists(d.path / "k/checkpoints/step18.rank0.pt"));
+  EXPECT_EQ(readLatest((d.path / "k/checkpoints").string()), 18);
+}
+
+// A fresh run in a directory that holds an older run's checkpoints removes their `latest` before
+// training: when it dies before its own first checkpoint (here its first write fails), --resume
+// finds no checkpoint instead of continuing the older run.
+TEST(Trainer, FreshRunDoesNotLeaveAStaleLatest) {
+  Dir d;
+  runTraining(smallRun(d.path / "x", 12), single(), {});
+  ASSERT_EQ(readLatest((d.path / "x/checkpoints").string()), 12);
+  fs::create_directories(d.path / "x/checkpoints/step6.rank0.pt.tmp");  // its first checkpoint cannot be written
+  EXPECT_THROW(runTraining(smallRun(d.path / "x", 12), single(), {}), IoError);
+  EXPECT_EQ(readLatest((d.path / "x/checkpoints").string()), -1);
+  TrainOptions resume;
+  resume.resume = true;
+  EXPECT_THROW(runTraining(smallRun(d.path / "x", 12), single(), resume), ConfigError);
 }
 
 // Compressor state (residuals, PowerSGD factors, DGC momentum, auto decisions, step counters)

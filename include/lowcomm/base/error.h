@@ -37,8 +37,20 @@ class MismatchError : public Error {
   using Error::Error;
 };
 
+// A process could not prove the job's token (or a server could not): it does not belong to the job.
+class AuthError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Bad user input: config key, command-line option, environment variable.
 class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A file could not be written or read (disk full, permissions, an I/O error); names the file.
+class IoError : public Error {
  public:
   using Error::Error;
 };

@@ -46,6 +46,10 @@ struct CommOptions {
   int group_size = 0;  // hierarchical: ranks per group (a node); 0 = LOCAL_WORLD_SIZE passed in
   ShmMode shm = ShmMode::automatic;
   size_t shm_piece_bytes = 256 << 10;  // shared-memory pipelining unit (two per rank are mapped)
+  // The job token: when set, every connected pair proves it to the other (HMAC challenge-response)
+  // before any collective, also in split() communicators; AuthError names a peer that cannot.
+  // Empty: no pair authentication (ranks as threads of one process).
+  std::string auth_token;
 };
 
 class Link;

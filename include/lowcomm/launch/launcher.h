@@ -9,7 +9,8 @@
 // after the last one ends; their difference (the run's wire bytes) is logged and, with
 // `wire_json`, written there. Every worker also gets LOWCOMM_PROCS_ON_HOST = nproc (all of them
 // share this machine's cores, whatever node they emulate), which sizes their thread pools. Each worker's stdout and
-// stderr lines are prefixed with "[rank N] " (ranks != 0 silenced with `quiet_nonzero`).
+// stderr lines are prefixed with "[rank N] " (`quiet_nonzero` drops the stdout of ranks != 0;
+// their stderr is always forwarded).
 // Fail fast: the first worker to exit non-zero or die from a signal makes the launcher print
 // one line naming the rank and its exit status or signal, stop the others (SIGTERM, then
 // SIGKILL after `grace`), and return non-zero. SIGINT/SIGTERM (and SIGHUP/SIGQUIT, as torchrun)
@@ -47,11 +48,31 @@ struct LaunchOptions {
   std::string wire_json;   // cluster only: write the run's wire bytes per node here (JSON)
 };
 
+// What ended a launch: the first failing rank and why, or an interrupt of the launcher.
+struct LaunchReport {
+  bool interrupted = false;  // the launcher got SIGINT/SIGTERM/SIGHUP/SIGQUIT first
+  int failed_rank = -1;      // the first worker that failed (-1: none)
+  std::string cause;         // e.g. "exited with status 3", "was killed by signal 9 (SIGKILL)"
+};
+
 // Runs the workers to completion. Returns 0 when all exited 0; otherwise the failing worker's
 // exit code (128+signal when killed), never 0; 128+signal when the launcher itself got
 // SIGINT/SIGTERM first. Throws ConfigError on bad options, including a command that cannot be
-// executed (not found, not executable); no worker is left running when it throws.
-int launch(const LaunchOptions& opts, std::ostream& log);
+// executed (not found, not executable); no worker is left running when it throws. `report`
+// (optional) says what ended it.
+int launch(const LaunchOptions& opts, std::ostream& log, LaunchReport* report = nullptr);
+
+// torchrun-elastic style: after a worker fails, every worker has been stopped by launch(); start
+// all of them again (same world size, a fresh rendezvous port unless one is fixed), up to
+// `max_restarts` times, with LOWCOMM_RESTART_COUNT = the attempt (0 first). Each restart is
+// logged with its cause. An interrupt of the launcher is never restarted. Returns the last
+// attempt's status.
+int launchWithRestarts(const LaunchOptions& opts, int max_restarts, std::ostream& log);
+
+// A fresh random job token (64 hex digits). launch() hands one to every worker of a launch as
+// LOWCOMM_JOB_TOKEN (unless the launcher's own environment has one): the rendezvous admits only
+// processes that prove it.
+std::string newJobToken();
 
 // A TCP port that was free on `addr` a moment ago.
 int findFreePort(const std::string& addr);

@@ -23,7 +23,9 @@ struct WorkerEnv {
 using GetEnv = std::function<const char*(const char*)>;
 
 // Returns nullopt when no launcher variables are present. Throws ConfigError naming the
-// variable when one is present but malformed (not an integer, rank >= world, ...).
+// variable when one is present but malformed (not entirely a decimal integer, rank >= world, ...)
+// and when a Slurm/MPI/PMI job of several ranks has no MASTER_ADDR unless its local-size variable
+// says that every rank is on this host (only then is the default 127.0.0.1 right).
 std::optional<WorkerEnv> detectWorkerEnv(const GetEnv& getenv);
 std::optional<WorkerEnv> detectWorkerEnv();  // from the process environment
 

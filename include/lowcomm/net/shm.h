@@ -1,5 +1,5 @@
-// Shared memory between processes on one host: a named POSIX segment mapped by every local
-// rank, and the key that tells which ranks share a host.
+// Shared memory between processes on one host: a segment mapped by every local rank, and the
+// key that tells which ranks share a host.
 #pragma once
 
 #include <cstddef>
@@ -12,13 +12,15 @@ namespace lowcomm::net {
 // get different keys even though they could share memory.
 std::string hostKey();
 
-// A mapped POSIX shared-memory segment. The creator makes it (zero-filled); others open it by
-// name. unlink() removes the name (the mapping stays valid): call it once everyone has opened
-// it, so a crash never leaves a segment behind in /dev/shm.
+// Shared memory that no kill can leak: the creator makes an anonymous memfd (zero-filled,
+// `label` shows in /proc/PID/maps) and keeps its descriptor; name() is "/proc/PID/fd/FD", which
+// processes of the same user on this host open. unlink() closes the creator's descriptor: nobody
+// can open it any more, the mappings stay valid. The kernel frees the memory when the last
+// mapping or descriptor goes, however the processes end; nothing ever appears in /dev/shm.
 class ShmSegment {
  public:
-  static ShmSegment create(const std::string& name, size_t bytes);  // throws ConfigError
-  static ShmSegment open(const std::string& name, size_t bytes);    // throws ConfigError
+  static ShmSegment create(const std::string& label, size_t bytes);  // throws ConfigError
+  static ShmSegment open(const std::string& name, size_t bytes);     // throws ConfigError
   ShmSegment() = default;
   ShmSegment(ShmSegment&& o) noexcept;
   ShmSegment& operator=(ShmSegment&& o) noexcept;
@@ -37,7 +39,7 @@ class ShmSegment {
   std::string name_;
   char* data_ = nullptr;
   size_t size_ = 0;
-  bool owner_ = false;
+  int fd_ = -1;  // the creator's memfd until unlink()
 };
 
 }  // namespace lowcomm::net

@@ -1,7 +1,7 @@
 // Key-value store used for rendezvous (like c10d::Store, minus what we do not need).
 //
 // Implementations: MemoryStore (ranks as threads in one process), PrefixStore (namespacing),
-// and the c10d::TCPStore adapter in lowcomm/runtime/tcp_store.h (ranks as processes).
+// and the authenticated TCP store in lowcomm/net/rdzv_store.h (ranks as processes).
 #pragma once
 
 #include <chrono>

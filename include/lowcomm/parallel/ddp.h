@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -70,8 +71,15 @@ class DataParallel {
   void averageBuffers();
 
   const std::vector<GradBucket>& buckets() const { return buckets_; }
-  DdpStats stats() const { return stats_; }
-  void resetStats() { stats_ = DdpStats{}; }
+  // The communication thread adds to the stats while the training thread reads them: both lock.
+  DdpStats stats() const {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    return stats_;
+  }
+  void resetStats() {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_ = DdpStats{};
+  }
   BucketHook& hook() { return *hook_; }
   comm::Communicator& comm() { return *comm_; }
 
@@ -98,6 +106,7 @@ class DataParallel {
   bool step_active_ = false;
   std::unique_ptr<CommThread> thread_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keep hooks alive
+  mutable std::mutex stats_mu_;
   DdpStats stats_;
 };
 

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "lowcomm/data/loader.h"
 #include "lowcomm/parallel/bucket.h"
@@ -42,11 +43,20 @@ TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, tor
 // `latest` pointer: written by rank 0 once all ranks saved (atomically), read by everyone.
 void writeLatest(const std::string& dir, int64_t step);
 int64_t readLatest(const std::string& dir);  // -1 when there is none
+// A fresh run (no --resume) removes `latest` before training, so that a --resume after it dies
+// before its first checkpoint cannot continue an older run's checkpoint instead.
+void removeLatest(const std::string& dir);
+// Removes this rank's checkpoint files (stepS.rankR.pt) in `dir` except the `keep` newest with
+// S <= `current`; files of later steps (left by a run that died and resumed from an earlier
+// checkpoint) are not touched. keep = 0 keeps everything. Returns the steps removed.
+std::vector<int64_t> pruneCheckpoints(const std::string& dir, int rank, int64_t current, int64_t keep);
 
 // name -> tensor dict pickled for Python: torch.load(path) returns {"stem.weight": tensor, ...}.
 void savePythonStateDict(const std::string& path, torch::nn::Module& model);
 
-// Writes bytes to path through a temp file + fsync + rename (+ fsync of the directory).
+// Writes bytes to path through a temp file + fsync + rename (+ fsync of the directory). Every
+// call is checked: a failure (disk full, permissions, an I/O error) throws IoError naming the file
+// and the call; the temp file is removed and `path` keeps its previous content.
 void writeFileAtomically(const std::string& path, const std::string& bytes);
 
 }  // namespace lowcomm::train

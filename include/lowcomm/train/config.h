@@ -99,7 +99,9 @@ struct TrainConfig {
     bool progress = true;
   } logging;
   struct {
-    int64_t every_steps = 0;  // 0 = only at the end
+    int64_t every_steps = 0;     // 0 = only at the end (and every_minutes)
+    double every_minutes = 30;   // also about this often, converted to steps from the measured rate; 0 = off
+    int64_t keep_last = 3;       // checkpoints kept (older ones removed once a newer one is durable); 0 = all
     std::string dir;          // empty = <out_dir>/checkpoints
   } checkpoint;
 };

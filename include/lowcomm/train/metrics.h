@@ -24,6 +24,15 @@ class JsonlWriter {
   std::string path_;
 };
 
+// Resume from the checkpoint of `step`: drops every record written after that checkpoint (its
+// {"type": "checkpoint", "step": step} record; in files from before those records, every record
+// of a later step), so the resumed run does not repeat steps. Rewrites the file atomically.
+// Returns the last step a "step" record reached before (>= `step`; `step` when none is later).
+int64_t truncateMetricsAfterCheckpoint(const std::string& path, int64_t step);
+
+// The {"type": "resume"} records of a metrics file, in order (an empty array when none).
+nlohmann::json resumeRecords(const std::string& path);
+
 // A single updating line on a terminal; plain lines otherwise.
 class Progress {
  public:

@@ -20,6 +20,11 @@ struct TrainOptions {
   std::string summary_path;   // also write the summary JSON here (rank 0)
   std::string timeline_path;  // Chrome trace of every rank
   bool resume = false;        // continue from <checkpoint dir>/latest
+  // > 0: this is a restart by `lowcomm launch --max-restarts` (LOWCOMM_RESTART_COUNT): resume from
+  // the latest checkpoint when there is one (rank 0 decides for all), else start afresh. The
+  // summary's `restarts` is this count; each resume adds a {"type": "resume", "from_step",
+  // "steps_lost"} record to metrics.jsonl, and the summary lists them under `resumes`.
+  int restart_count = 0;
 };
 
 // Returns the summary (on every rank): {strategy, world, steps, epochs, wall_s, test_accuracy,
