@@ -1,5 +1,5 @@
-// Multi-process tier of the worker runtime: lowcomm_test_worker processes rendezvous through a
-// real c10d::TCPStore and run collectives over real sockets, started by the launcher or by hand
+// Multi-process tier of the worker runtime: lowcomm_test_worker processes rendezvous through
+// the real authenticated rendezvous store and run collectives over real sockets, started by the launcher or by hand
 // with an explicit environment (Slurm, Open MPI, none at all, a rank missing).
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -156,7 +156,7 @@ launch::LaunchOptions workerJob(int nproc, std::vector<std::string> args, std::o
   return o;
 }
 
-// Launcher path: torchrun variables, TCPStore hosted by rank 0, a 4-rank allreduce over
+// Launcher path: torchrun variables, the rendezvous store hosted by rank 0, a 4-rank allreduce over
 // sockets with an odd element count gives the exact sum on every rank.
 TEST(Multiprocess, AllreduceThroughLauncher) {
   std::ostringstream out, err, log;
