@@ -195,4 +195,39 @@ TEST(Ddp, TraceRecordsEveryBucket) {
   });
 }
 
+// The communication thread adds to the stats while buckets are in flight; the training thread may
+// read them at any moment (a gradient hook here, the progress line in the trainer). Under the
+// ThreadSanitizer build (ctest -R tsan) an unlocked access on either side is a reported race.
+TEST(Ddp, StatsAreReadableWhileBucketsAreInFlight) {
+  const int n = 2, steps = 3;
+  auto comms = test::makeComms(n);
+  std::vector<std::shared_ptr<torch::nn::Module>> models{mlp(0), mlp(0)};
+  const Data d = globalBatch(8);
+  test::onRanks(n, [&](int r) {
+    auto m = models[r];
+    DdpOptions o;
+    o.bucket_bytes = 64;  // one parameter per bucket: the last layers' buckets leave first
+    DataParallel ddp(comms[r], m, o);
+    std::vector<DdpStats> mid;
+    // The first layer's weight gets its gradient last: earlier buckets are on the wire by then.
+    m->parameters().front().register_hook([&](const torch::Tensor& g) {
+      mid.push_back(ddp.stats());
+      return g;
+    });
+    for (int s = 0; s < steps; ++s) {
+      for (auto& p : m->parameters()) p.mutable_grad() = torch::Tensor();
+      torch::nn::functional::cross_entropy(forward(*m, d.x), d.y).backward();
+      ddp.finish();
+    }
+    const auto end = ddp.stats();
+    ASSERT_EQ(mid.size(), static_cast<size_t>(steps));
+    for (int s = 0; s < steps; ++s) {
+      EXPECT_EQ(mid[s].buckets, s * static_cast<int64_t>(ddp.buckets().size())) << "step " << s;
+      EXPECT_LE(mid[s].comm_s, end.comm_s);
+    }
+    EXPECT_EQ(end.buckets, steps * static_cast<int64_t>(ddp.buckets().size()));
+    EXPECT_GT(end.comm_s, 0.0);
+  });
+}
+
 }  // namespace
