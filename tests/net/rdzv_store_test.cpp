@@ -4,6 +4,8 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <csignal>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -164,4 +166,46 @@ TEST(RdzvStore, JobIdsDifferByToken) {
   EXPECT_EQ(jobId(kToken).size(), 16u);
   EXPECT_EQ(jobId(kToken), jobId(kToken));
   EXPECT_NE(jobId(kToken), jobId(kToken + "x"));
+}
+
+// Rank 0 hosts the store in its own process. When that process is SIGKILLed while another rank
+// waits in the rendezvous, the waiting rank fails at once with a PeerError naming rank 0, not at
+// the rendezvous timeout.
+TEST(RdzvStore, ARank0ThatDiesDuringRendezvousIsNamed) {
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // rank 0: host the store until killed
+    ::close(pipefd[0]);
+    RdzvServer server("127.0.0.1", 0, kToken);
+    const int port = server.port();
+    if (::write(pipefd[1], &port, sizeof(port)) != sizeof(port)) ::_exit(1);
+    for (;;) ::pause();
+  }
+  ::close(pipefd[1]);
+  int port = 0;
+  ASSERT_EQ(::read(pipefd[0], &port, sizeof(port)), static_cast<ssize_t>(sizeof(port)));
+  ::close(pipefd[0]);
+  RdzvClient client("127.0.0.1", port, kToken, 5s);
+  client.set("rank1/addr", toBytes("x"));
+  std::thread killer([&] {
+    std::this_thread::sleep_for(300ms);
+    ::kill(child, SIGKILL);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  int rank = -1;
+  std::string what;
+  try {
+    client.get("rank0/addr", 60s);  // rank 0 never publishes: it dies first
+  } catch (const PeerError& e) {
+    rank = e.rank();
+    what = e.what();
+  }
+  killer.join();
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(rank, 0) << what;
+  EXPECT_NE(what.find("hosted by rank 0"), std::string::npos) << what;
+  EXPECT_NE(what.find("rank0/addr"), std::string::npos) << what;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
 }
