@@ -110,34 +110,49 @@ Eval evaluate(nn::Model& model, const Forward& forward, parallel::DataParallel& 
   return Eval{v[0] / std::max(1.0, v[2]), v[1] / std::max(1.0, v[2]), static_cast<int64_t>(v[2])};
 }
 
-// Every rank must have loaded the checkpoint `latest` names, and (data parallelism, where every
-// rank holds the same weights) the same weights: a stale or foreign file on one rank is a
-// DataError naming it, not a silently diverging run. `model` null: weights differ by design (AB).
-void checkResumedAlike(comm::Communicator& world, int64_t loaded_step, int64_t latest, torch::nn::Module* model,
-                       const std::string& file) {
-  int64_t mine[2] = {loaded_step, 0};
-  if (model) {
-    uint64_t h = 1469598103934665603ull;
-    for (const auto& p : model->parameters()) {
-      const auto t = p.detach().contiguous();
-      const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
-      for (size_t i = 0, e = static_cast<size_t>(t.numel()) * t.element_size(); i < e; ++i)
-        h = (h ^ bytes[i]) * 1099511628211ull;
-    }
-    mine[1] = static_cast<int64_t>(h >> 1);
+// FNV-1a over every parameter's bytes (non-negative).
+int64_t weightsHash(torch::nn::Module& model) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& p : model.parameters()) {
+    const auto t = p.detach().contiguous();
+    const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
+    for (size_t i = 0, e = static_cast<size_t>(t.numel()) * t.element_size(); i < e; ++i)
+      h = (h ^ bytes[i]) * 1099511628211ull;
   }
-  std::vector<int64_t> all(2 * world.size());
-  world.allgather(mine, all.data(), 2, comm::DType::i64);
-  for (int r = 0; r < world.size(); ++r) {
-    if (all[2 * r] != latest)
-      throw DataError("--resume: rank " + std::to_string(r) + " loaded step " + std::to_string(all[2 * r]) +
+  return static_cast<int64_t>(h >> 1);
+}
+
+// Every rank must have loaded the checkpoint `latest` names, and the ranks of `alike` (the
+// communicator DDP runs on: the world for data parallelism, an AB group in AB-training's ab
+// phase, where groups differ by design; null when no two ranks must agree, as in AB's
+// `individual` setup) the same weights: a stale or foreign file on one rank is
+// a DataError naming it, not a silently diverging run.
+void checkResumedAlike(comm::Communicator& world, comm::Communicator* alike, int64_t loaded_step, int64_t latest,
+                       torch::nn::Module& model, const std::string& file) {
+  int64_t step = loaded_step;
+  std::vector<int64_t> steps(world.size());
+  world.allgather(&step, steps.data(), 1, comm::DType::i64);
+  for (int r = 0; r < world.size(); ++r)
+    if (steps[r] != latest)
+      throw DataError("--resume: rank " + std::to_string(r) + " loaded step " + std::to_string(steps[r]) +
                       " from its checkpoint file, but 'latest' names step " + std::to_string(latest) +
                       (r == world.rank() ? " ('" + file + "')" : std::string()));
-    if (all[2 * r + 1] != all[1])
-      throw DataError("--resume: rank " + std::to_string(r) + "'s checkpoint of step " + std::to_string(latest) +
-                      " holds other weights than rank 0's" +
-                      (r == world.rank() ? " ('" + file + "')" : std::string()));
-  }
+  if (!alike) return;
+  int64_t mine[2] = {world.rank(), weightsHash(model)};
+  std::vector<int64_t> all(2 * alike->size());
+  alike->allgather(mine, all.data(), 2, comm::DType::i64);
+  int64_t verdict[2] = {-1, all[0]};  // a rank of this group holding other weights, and whose
+  for (int r = 1; r < alike->size() && verdict[0] < 0; ++r)
+    if (all[2 * r + 1] != all[1]) verdict[0] = all[2 * r];
+  // Every rank learns every group's verdict, so no group trains on while another has stopped.
+  std::vector<int64_t> verdicts(2 * world.size());
+  world.allgather(verdict, verdicts.data(), 2, comm::DType::i64);
+  for (int r = 0; r < world.size(); ++r)
+    if (verdicts[2 * r] >= 0)
+      throw DataError("--resume: rank " + std::to_string(verdicts[2 * r]) + "'s checkpoint of step " +
+                      std::to_string(latest) + " holds other weights than rank " + std::to_string(verdicts[2 * r + 1]) +
+                      "'s, which it trains in step with" +
+                      (verdicts[2 * r] == world.rank() ? " ('" + file + "')" : std::string()));
 }
 
 }  // namespace
@@ -237,7 +252,8 @@ nlohmann::json runTraining(const TrainConfig& cfg, std::shared_ptr<comm::Communi
     state = loadCheckpoint(file, *model, *optimizer, ddp().hook());
     if (state.config_hash != want)
       throw ConfigError("--resume: '" + file + "' was written with a different model, data, batch, seed, world size or compress codec");
-    checkResumedAlike(*world, state.step, resume_step, ab ? nullptr : model.get(), file);
+    const bool individual = ab && ab->phase() == parallel::AbPhase::ab && ab->options().train_setup == "individual";
+    checkResumedAlike(*world, individual ? nullptr : &ddp().comm(), state.step, resume_step, *model, file);
     loader.seek(state.position);
   } else {
     loader.startEpoch(0);

@@ -165,6 +165,29 @@ INSTANTIATE_TEST_SUITE_P(
                       ResumeCase{"svd_split", "adamw", {"ab.svd_split=true"}}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// In the ab phase the groups hold different weights by design, but the ranks of one group train
+// in step: a rank whose checkpoint holds other weights than its group's is refused on resume,
+// naming it. (The resumes above pass this check with groups that differ.)
+TEST(AbTrainer, ResumeRefusesACheckpointForeignToItsGroup) {
+  test::TempDir d;
+  const auto a = abRun(d.path / "a", "adamw");
+  runOnThreads(4, a, {});
+  const auto foreign = abRun(d.path / "f", "adamw", {"optimizer.lr=0.02"});
+  runOnThreads(4, foreign, {});
+  const fs::path ck = d.path / "a/checkpoints";
+  fs::copy_file(d.path / "f/checkpoints/step6.rank1.pt", ck / "step6.rank1.pt", fs::copy_options::overwrite_existing);
+  writeLatest(ck.string(), 6);
+  TrainOptions resume;
+  resume.resume = true;
+  std::string e;
+  try {
+    runOnThreads(4, a, resume);
+  } catch (const std::exception& x) {
+    e = x.what();
+  }
+  EXPECT_NE(e.find("rank 1's checkpoint of step 6 holds other weights than rank 0's"), std::string::npos) << e;
+}
+
 // svd_split: layer i is decomposed by rank i % world, which broadcasts its factors; the run
 // trains through every switch and rank 0 (the owner of the mlp's one factorised layer) sends at
 // least the factors of each SVD event in phase "svd". (A comparison with the unsplit run is not
