@@ -1,6 +1,7 @@
 #include "lowcomm/parallel/ab_groups.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "lowcomm/base/error.h"
@@ -99,43 +100,80 @@ const char* syncModeName(SyncMode m) {
   return "?";
 }
 
-void abSync(comm::Communicator& world, nn::LowRankModel& model, const AbGroups& groups, SyncMode mode) {
+std::vector<double> inverseLossWeights(const AbGroups& groups, const std::vector<double>& rank_losses) {
+  const int n = static_cast<int>(rank_losses.size());
+  LC_ENFORCE(static_cast<int>(groups.group_of.size()) == n, "inverseLossWeights: ", n, " losses for ",
+             groups.group_of.size(), " ranks");
+  std::vector<double> sum(groups.groups, 0.0), count(groups.groups, 0.0);
+  for (int r = 0; r < n; ++r) {
+    if (!(std::isfinite(rank_losses[r]) && rank_losses[r] > 0)) return {};
+    sum[groups.group_of[r]] += rank_losses[r];
+    count[groups.group_of[r]] += 1;
+  }
+  std::vector<double> inv(groups.groups, 0.0);
+  double z = 0;
+  for (int g = 0; g < groups.groups; ++g)
+    if (count[g] > 0) z += inv[g] = count[g] / sum[g];
+  std::vector<double> w(n);
+  for (int r = 0; r < n; ++r) w[r] = inv[groups.group_of[r]] / z / count[groups.group_of[r]];
+  return w;
+}
+
+void abSync(comm::Communicator& world, nn::LowRankModel& model, const AbGroups& groups, SyncMode mode,
+            const std::vector<double>& weights) {
   LC_ENFORCE(model.factorised(), "abSync: the model is not factorised");
+  LC_ENFORCE(weights.empty() || static_cast<int>(weights.size()) == world.size(), "abSync: ", weights.size(),
+             " weights for ", world.size(), " ranks");
   LC_ENFORCE(static_cast<int>(groups.a_rank.size()) == world.size(), "abSync: groups formed for ",
              groups.a_rank.size(), " ranks, world has ", world.size());
   torch::NoGradGuard no_grad;
   const size_t layers = model.layers().size();
   const int n = world.size();
   const int na = static_cast<int>(std::count(groups.a_rank.begin(), groups.a_rank.end(), true)), nb = n - na;
+  // The mean over all ranks, in place: equal (avg) or weighted (each rank scales by its weight, then sum).
+  const bool weighted = !weights.empty();
+  const double mine = weighted ? weights[world.rank()] : 0.0;
+  auto mean = [&](const std::vector<torch::Tensor>& ts) {
+    if (!weighted) return reduceInPlace(world, ts, comm::ReduceOp::avg);
+    for (const auto& t : ts) t.mul_(mine);
+    reduceInPlace(world, ts, comm::ReduceOp::sum);
+  };
   std::vector<torch::Tensor> full_w;
   if (mode == SyncMode::full) {
     for (size_t i = 0; i < layers; ++i) full_w.push_back(model.matrix(i).contiguous());
-    reduceInPlace(world, full_w, comm::ReduceOp::avg);
+    mean(full_w);
   } else if (mode == SyncMode::only_learned) {
-    // Sum of the trained copies (zeros from the others), divided by how many trained it.
+    // Sum of the trained copies (zeros from the others), divided by how many (or how much
+    // weight) trained it.
+    double wa = na, wb = nb, scale = 1.0;
+    if (weighted) {
+      wa = wb = 0;
+      for (int r = 0; r < n; ++r) (groups.a_rank[r] ? wa : wb) += weights[r];
+      scale = mine;
+    }
     std::vector<torch::Tensor> parts;
     for (size_t i = 0; i < layers; ++i) {
-      if (na > 0) parts.push_back(groups.trains_a ? model.factorA(i).detach().clone() : torch::zeros_like(model.factorA(i)));
-      if (nb > 0) parts.push_back(groups.trains_a ? torch::zeros_like(model.factorB(i)) : model.factorB(i).detach().clone());
+      if (na > 0) parts.push_back(groups.trains_a ? model.factorA(i).detach() * scale : torch::zeros_like(model.factorA(i)));
+      if (nb > 0) parts.push_back(groups.trains_a ? torch::zeros_like(model.factorB(i)) : model.factorB(i).detach() * scale);
     }
     reduceInPlace(world, parts, comm::ReduceOp::sum);
     size_t k = 0;
     for (size_t i = 0; i < layers; ++i) {
-      if (na > 0) model.factorA(i).detach().copy_(parts[k++] / na);
-      if (nb > 0) model.factorB(i).detach().copy_(parts[k++] / nb);
+      if (na > 0) model.factorA(i).detach().copy_(parts[k++] / wa);
+      if (nb > 0) model.factorB(i).detach().copy_(parts[k++] / wb);
     }
   } else if (mode == SyncMode::only_smaller) {
     std::vector<torch::Tensor> parts;
     for (size_t i = 0; i < layers; ++i)
       parts.push_back(model.trainedOf(i) == nn::Factor::A ? model.factorA(i).detach() : model.factorB(i).detach());
-    reduceInPlace(world, parts, comm::ReduceOp::avg);
+    mean(parts);
   } else {
     std::vector<torch::Tensor> parts;
     for (size_t i = 0; i < layers; ++i) {
       if (mode == SyncMode::with_stale) parts.push_back(model.factorA(i).detach());
       parts.push_back(model.factorB(i).detach());
     }
-    reduceInPlace(world, parts, comm::ReduceOp::avg);
+    mean(parts);
   }
   model.merge();
   std::set<std::string> factorised;
@@ -149,7 +187,7 @@ void abSync(comm::Communicator& world, nn::LowRankModel& model, const AbGroups& 
     if (!factorised.count(p.key())) others.push_back(p.value().detach());
   for (const auto& b : model.model().buffers())
     if (b.scalar_type() == torch::kFloat32) others.push_back(b);
-  reduceInPlace(world, others, comm::ReduceOp::avg);
+  mean(others);
 }
 
 }  // namespace lowcomm::parallel

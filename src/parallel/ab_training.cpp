@@ -27,6 +27,8 @@ void validateAbOptions(const AbOptions& o) {
                       std::to_string(o.group_size));
   if (o.svd != "exact" && o.svd != "randomized")
     throw ConfigError("ab.svd: unknown method '" + o.svd + "'; valid values: exact, randomized");
+  if (o.sync_weights != "equal" && o.sync_weights != "inverse-loss")
+    throw ConfigError("ab.sync_weights: unknown weighting '" + o.sync_weights + "'; valid values: equal, inverse-loss");
   if (o.train_setup != "groups" && o.train_setup != "individual")
     throw ConfigError("ab.train_setup: unknown setup '" + o.train_setup + "'; valid values: groups, individual");
   parseSyncMode(o.sync_mode);
@@ -157,6 +159,19 @@ void AbTraining::finish(int64_t step) {
   if (phase_ == AbPhase::ab) sync(step, "final-sync");
 }
 
+void AbTraining::observeLoss(double loss) {
+  loss_sum_ += loss;
+  ++loss_steps_;
+}
+
+std::vector<double> AbTraining::syncWeights() {
+  if (opts_.sync_weights == "equal") return {};
+  double mine = loss_steps_ > 0 ? loss_sum_ / static_cast<double>(loss_steps_) : 0.0;
+  std::vector<double> losses(world_->size());
+  world_->allgather(&mine, losses.data(), 1, comm::DType::f64);
+  return inverseLossWeights(groups_, losses);
+}
+
 void AbTraining::enterAb(int64_t step, bool truncate) {
   TraceScope scope(trace_, truncate ? "ab-truncate" : "ab-svd", "ab", 0);
   retire();  // its hooks hold the parameters about to be replaced
@@ -186,22 +201,30 @@ void AbTraining::enterAb(int64_t step, bool truncate) {
   for (const auto& l : lowrank_.layers()) last_ranks_.push_back(l.rank);
   last_compression_ = compression();
   last_reference_ = lowrank_.referenceCompression();
-  events_.push_back(AbEvent{step, truncate ? "truncate" : "svd", last_ranks_, last_compression_, last_reference_});
+  events_.push_back(AbEvent{step, truncate ? "truncate" : "svd", last_ranks_, last_compression_, last_reference_, {}});
 }
 
 void AbTraining::sync(int64_t step, const char* kind) {
   TraceScope scope(trace_, std::string("ab-") + kind, "ab", 0);
   retire();
+  std::vector<double> group_weights;
   {
     PhaseScope ps(*world_, "sync");
-    abSync(*world_, lowrank_, groups_, mode_);
+    const auto weights = syncWeights();
+    abSync(*world_, lowrank_, groups_, mode_, weights);
+    if (!weights.empty()) {
+      group_weights.assign(groups_.groups, 0.0);
+      for (int r = 0; r < world_->size(); ++r) group_weights[groups_.group_of[r]] += weights[r];
+    }
   }
+  loss_sum_ = 0;
+  loss_steps_ = 0;
   opt_state_.rebind(opt_, trainable());
   if (opts_.reset_opt) opt_state_.resetMoments(opt_);
   rebuild(AbPhase::full_rank);
   phase_start_ = step;
   last_switch_ = step;
-  events_.push_back(AbEvent{step, kind, {}, compression(), last_reference_});
+  events_.push_back(AbEvent{step, kind, {}, compression(), last_reference_, group_weights});
 }
 
 // svd_split: layer i's factors come from rank i % world, in one broadcast per layer (A then B).
@@ -254,6 +277,7 @@ void AbTraining::saveState(torch::serialize::OutputArchive& ar) const {
   for (const char* k : {"warmup", "ab", "sync", "full-rank"})
     counts.push_back(steps_by_phase_.count(k) ? steps_by_phase_.at(k) : 0);
   ar.write("steps_by_phase", torch::tensor(counts, torch::kInt64));
+  ar.write("sync_loss", torch::tensor({loss_sum_, static_cast<double>(loss_steps_)}, torch::kFloat64));
   torch::serialize::OutputArchive os;
   opt_state_.save(os);
   ar.write("optimizer_stash", os);
@@ -283,6 +307,12 @@ void AbTraining::loadState(torch::serialize::InputArchive& ar) {
   steps_by_phase_.clear();
   for (int i = 0; i < 4 && i < counts.numel(); ++i)
     if (counts[i].item<int64_t>() > 0) steps_by_phase_[names[i]] = counts[i].item<int64_t>();
+  torch::Tensor sync_loss;  // absent in checkpoints from before loss-weighted syncs
+  loss_sum_ = 0, loss_steps_ = 0;
+  if (ar.try_read("sync_loss", sync_loss) && sync_loss.numel() == 2) {
+    loss_sum_ = sync_loss[0].item<double>();
+    loss_steps_ = static_cast<int64_t>(sync_loss[1].item<double>());
+  }
   retire();
   if (last_ranks_.size() == lowrank_.layers().size()) lowrank_.setLastRanks(last_ranks_);
   // Zero placeholders of the right shapes: the checkpoint's model section fills in A and B.

@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "lowcomm/base/error.h"
+#include "strategies.h"
 
 namespace lowcomm::train {
 
@@ -182,6 +183,7 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("ab.factored_forward", ab.factored_forward, bool),
       LC_FIELD("ab.svd", ab.svd, std::string),
       LC_FIELD("ab.svd_split", ab.svd_split, bool),
+      LC_FIELD("ab.sync_weights", ab.sync_weights, std::string),
       LC_FIELD("compress.codec", compress.codec, std::string),
       LC_FIELD("compress.memory", compress.memory, std::string),
       LC_FIELD("compress.ratio", compress.codec_params.ratio, double),
@@ -241,11 +243,11 @@ void walk(TrainConfig& c, const toml::table& t, const std::string& prefix, const
 }
 
 void oneOf(const std::string& where, const std::string& key, const std::string& v,
-           std::initializer_list<const char*> allowed) {
+           const std::vector<std::string>& allowed) {
   std::string list;
-  for (const char* a : allowed) {
+  for (const auto& a : allowed) {
     if (v == a) return;
-    list += std::string(list.empty() ? "" : ", ") + a;
+    list += (list.empty() ? "" : ", ") + a;
   }
   bad(where, key, "is '" + v + "'; expected one of: " + list);
 }
@@ -291,6 +293,7 @@ void validateAb(const TrainConfig& c, const std::string& where) {
   const auto& a = c.ab;
   oneOf(where, "ab.train_setup", a.train_setup, {"groups", "individual"});
   oneOf(where, "ab.svd", a.svd, {"exact", "randomized"});
+  oneOf(where, "ab.sync_weights", a.sync_weights, {"equal", "inverse-loss"});
   oneOf(where, "ab.sync_mode", a.sync_mode, {"full", "with-stale", "only-learned", "only-b", "only-smaller"});
   if (a.steps_btw_syncing == 0) bad(where, "ab.steps_btw_syncing", "must be >= 1 (or a fraction of the run)");
   if (!(a.low_rank_cutoff >= 0 && a.low_rank_cutoff < 1)) bad(where, "ab.low_rank_cutoff", "must be in [0, 1)");
@@ -336,7 +339,7 @@ void validate(const TrainConfig& c, const std::string& where) {
   if (!(c.schedule.gamma > 0 && c.schedule.gamma <= 1)) bad(where, "schedule.gamma", "must be in (0, 1]");
   if (!(c.schedule.min_lr >= 0 && c.schedule.min_lr <= c.optimizer.lr))
     bad(where, "schedule.min_lr", "must be in [0, optimizer.lr]");
-  oneOf(where, "strategy.name", c.strategy.name, {"ddp", "ab"});
+  oneOf(where, "strategy.name", c.strategy.name, strategyNames());
   validateAb(c, where);
   positive("strategy.bucket_mb", c.strategy.bucket_mb);
   if (!(c.strategy.bucket_mb <= 65536)) bad(where, "strategy.bucket_mb", "must be at most 65536 (64 GiB)");

@@ -4,6 +4,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -184,7 +186,9 @@ torch::Tensor param(nn::Model& m, const std::string& name) {
 struct SyncCase {
   SyncMode mode;
   bool all_b;
+  bool weighted = false;  // rank r weighs kWeights[r] instead of 1/4
 };
+const std::vector<double> kWeights = {0.1, 0.2, 0.3, 0.4};
 
 class AbSyncModes : public ::testing::TestWithParam<SyncCase> {};
 
@@ -221,24 +225,32 @@ TEST_P(AbSyncModes, MergedWeightFollowsTheModeFormula) {
     param(*models[r], "head.bias").detach().copy_(head0 - r);
   }
 
+  // The (weighted) mean of f(r) over ranks [from, to).
+  const std::vector<double> w = c.weighted ? kWeights : std::vector<double>(n, 1.0 / n);
+  auto mean = [&](const std::function<double(int)>& f, int from = 0, int to = 4) {
+    double num = 0, den = 0;
+    for (int r = from; r < to; ++r) num += w[r] * f(r), den += w[r];
+    return num / den;
+  };
+  const double mr = mean([](int r) { return r; }), mr1 = mean([](int r) { return r + 1; });
   torch::Tensor want;
   switch (c.mode) {
     case SyncMode::full: {
       want = torch::zeros({256, 512});
-      for (int r = 0; r < n; ++r) want += (a0 + r).mm(b0 * (r + 1));
-      want /= n;
+      for (int r = 0; r < n; ++r) want += w[r] * (a0 + r).mm(b0 * (r + 1));
       break;
     }
-    case SyncMode::with_stale: want = (a0 + 1.5).mm(b0 * 2.5); break;
-    case SyncMode::only_learned:
-      want = c.all_b ? a0.mm(b0 * 2.5) : (a0 + 0.5).mm(b0 * 3.5);  // A: ranks 0,1; B: ranks 2,3
+    case SyncMode::with_stale: want = (a0 + mr).mm(b0 * mr1); break;
+    case SyncMode::only_learned:  // A: ranks 0,1; B: ranks 2,3
+      want = c.all_b ? a0.mm(b0 * mr1)
+                     : (a0 + mean([](int r) { return r; }, 0, 2)).mm(b0 * mean([](int r) { return r + 1; }, 2, 4));
       break;
-    case SyncMode::only_b: want = a0.mm(b0 * 2.5); break;
-    case SyncMode::only_smaller: want = (a0 + 1.5).mm(b0); break;
+    case SyncMode::only_b: want = a0.mm(b0 * mr1); break;
+    case SyncMode::only_smaller: want = (a0 + mr).mm(b0); break;
   }
 
   auto comms = test::makeComms(n);
-  test::onRanks(n, [&](int r) { abSync(*comms[r], *lrs[r], groups[r], c.mode); });
+  test::onRanks(n, [&](int r) { abSync(*comms[r], *lrs[r], groups[r], c.mode, c.weighted ? kWeights : std::vector<double>{}); });
 
   for (int r = 0; r < n; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
@@ -248,9 +260,9 @@ TEST_P(AbSyncModes, MergedWeightFollowsTheModeFormula) {
     const auto w = param(m, "hidden.weight").detach();
     EXPECT_LT((w - want).abs().max().item<double>(), 1e-5 * want.abs().max().item<double>())
         << "merged weight does not follow the " << syncModeName(c.mode) << " formula";
-    EXPECT_TRUE(torch::allclose(param(m, "hidden.bias").detach(), bias0 + 1.5, 1e-5, 1e-5));
-    EXPECT_TRUE(torch::allclose(param(m, "stem.weight").detach(), stem0 + 0.15, 1e-5, 1e-5));
-    EXPECT_TRUE(torch::allclose(param(m, "head.bias").detach(), head0 - 1.5, 1e-5, 1e-5));
+    EXPECT_TRUE(torch::allclose(param(m, "hidden.bias").detach(), bias0 + mr, 1e-5, 1e-5));
+    EXPECT_TRUE(torch::allclose(param(m, "stem.weight").detach(), stem0 + 0.1 * mr, 1e-5, 1e-5));
+    EXPECT_TRUE(torch::allclose(param(m, "head.bias").detach(), head0 - mr, 1e-5, 1e-5));
     // Bitwise identical on every rank.
     const auto p0 = models[0]->named_parameters();
     const auto pr = m.named_parameters();
@@ -266,12 +278,32 @@ INSTANTIATE_TEST_SUITE_P(Modes, AbSyncModes,
                          ::testing::Values(SyncCase{SyncMode::full, false}, SyncCase{SyncMode::with_stale, false},
                                            SyncCase{SyncMode::only_learned, false},
                                            SyncCase{SyncMode::only_learned, true}, SyncCase{SyncMode::only_b, true},
-                                           SyncCase{SyncMode::only_smaller, true}),
+                                           SyncCase{SyncMode::only_smaller, true}, SyncCase{SyncMode::full, false, true},
+                                           SyncCase{SyncMode::with_stale, false, true},
+                                           SyncCase{SyncMode::only_learned, false, true},
+                                           SyncCase{SyncMode::only_learned, true, true},
+                                           SyncCase{SyncMode::only_b, true, true},
+                                           SyncCase{SyncMode::only_smaller, true, true}),
                          [](const auto& info) {
                            std::string s = syncModeName(info.param.mode);
                            std::replace(s.begin(), s.end(), '-', '_');
-                           return s + (info.param.all_b ? "_all_b" : "");
+                           return s + (info.param.all_b ? "_all_b" : "") + (info.param.weighted ? "_weighted" : "");
                          });
+
+// Loss-weighted syncs: a group's weight is 1 / its mean loss, normalised, shared by its members.
+TEST(AbSync, InverseLossWeightsPerGroup) {
+  const AbGroups g = formGroups(4, 0, 2, false);  // groups {0, 1} and {2, 3}
+  auto near = [](const std::vector<double>& got, const std::vector<double>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "rank " << i;
+  };
+  near(inverseLossWeights(g, {1, 3, 2, 2}), {0.25, 0.25, 0.25, 0.25});  // equal group means
+  // Group means 1 and 3: weights 1 and 1/3, normalised to 0.75 and 0.25, halved per member.
+  near(inverseLossWeights(g, {1, 1, 3, 3}), {0.375, 0.375, 0.125, 0.125});
+  EXPECT_TRUE(inverseLossWeights(g, {1, 1, 0, 3}).empty()) << "a rank without a loss: equal weights";
+  EXPECT_TRUE(inverseLossWeights(g, {1, NAN, 3, 3}).empty());
+  EXPECT_THROW(inverseLossWeights(g, {1, 1, 3}), Error);
+}
 
 // A small model with a BatchNorm (float running statistics) after a factorisable layer.
 class TinyBn : public nn::Model {

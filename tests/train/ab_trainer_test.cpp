@@ -133,8 +133,9 @@ TEST_P(AbResume, FromMidAbPhaseContinuesExactly) {
   test::TempDir d;
   const auto a = abRun(d.path / "a", GetParam().optimizer, GetParam().extra);
   const auto sa = runOnThreads(4, a, {});
-  if (std::string(GetParam().name) == "bf16_thin")  // hidden [256 x 512] runs thin below rank 171
+  if (std::string(GetParam().name) == "bf16_thin") {  // hidden [256 x 512] runs thin below rank 171
     EXPECT_LT(sa["ab"]["ranks"]["hidden"].get<int64_t>(), 171);
+  }
   const auto b = abRun(d.path / "b", GetParam().optimizer, GetParam().extra);
   fs::create_directories(d.path / "b/checkpoints");
   for (int r = 0; r < 4; ++r)
@@ -162,8 +163,34 @@ INSTANTIATE_TEST_SUITE_P(
                       ResumeCase{"halves_reset_opt", "adamw", {"ab.group_size=-1", "ab.reset_opt=true"}},
                       ResumeCase{"bf16_thin", "adamw", {"model.autocast=bf16", "ab.low_rank_cutoff=0.9"}},
                       ResumeCase{"smaller", "adamw", {"ab.group_size=world", "ab.sync_mode=only-smaller"}},
-                      ResumeCase{"svd_split", "adamw", {"ab.svd_split=true"}}),
+                      ResumeCase{"svd_split", "adamw", {"ab.svd_split=true"}},
+                      ResumeCase{"inverse_loss", "adamw", {"ab.sync_weights=inverse-loss"}}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Loss-weighted syncs: every sync event carries the groups' weights (summing to 1), the
+// summary names the weighting, and the merged model is still the same on every rank.
+TEST(AbTrainer, InverseLossSyncsReportTheGroupWeights) {
+  test::TempDir d;
+  const auto c = abRun(d.path / "run", "adamw", {"ab.sync_weights=inverse-loss"});
+  const auto s = runOnThreads(4, c, {});
+  EXPECT_EQ(s["ab"]["sync_weights"], "inverse-loss");
+  int syncs = 0;
+  for (const auto& e : records(d.path / "run/metrics.jsonl", "ab")) {
+    if (e["event"] != "sync" && e["event"] != "final-sync") continue;
+    ++syncs;
+    ASSERT_TRUE(e.contains("group_weights")) << e.dump();
+    const auto w = e["group_weights"].get<std::vector<double>>();
+    ASSERT_EQ(w.size(), 2u);
+    EXPECT_NEAR(w[0] + w[1], 1.0, 1e-12);
+    EXPECT_NE(w[0], w[1]) << "two groups on different data hardly reach the same mean loss";
+  }
+  EXPECT_EQ(syncs, 2);
+  const auto p0 = paramsOf(d.path / "run/checkpoints/step16.rank0.pt", c);
+  for (int r = 1; r < 4; ++r) {
+    const auto pr = paramsOf(d.path / ("run/checkpoints/step16.rank" + std::to_string(r) + ".pt"), c);
+    for (size_t i = 0; i < p0.size(); ++i) EXPECT_TRUE(torch::equal(p0[i], pr[i])) << "rank " << r << " parameter " << i;
+  }
+}
 
 // In the ab phase the groups hold different weights by design, but the ranks of one group train
 // in step: a rank whose checkpoint holds other weights than its group's is refused on resume,
@@ -225,4 +252,5 @@ TEST(AbTrainer, ConfigErrorsNameTheKey) {
   EXPECT_NE(msg({"strategy.name=abc"}).find("strategy.name"), std::string::npos);
   EXPECT_NE(msg({"strategy.name=ab", "ab.svd=lanczos"}).find("ab.svd"), std::string::npos);
   EXPECT_NE(msg({"strategy.name=ab", "ab.svd_split=2"}).find("ab.svd_split"), std::string::npos);
+  EXPECT_NE(msg({"strategy.name=ab", "ab.sync_weights=loss"}).find("ab.sync_weights"), std::string::npos);
 }

@@ -53,7 +53,16 @@ const char* syncModeName(SyncMode m);
 //  - only-smaller: every rank trained the smaller factor of each layer (LowRankModel::trainedOf):
 //                  that factor is averaged over all ranks, the other one is identical everywhere.
 // Every other parameter (1-D, always-full-rank layers) and floating-point buffer is averaged over
-// all ranks. Throws lowcomm::Error if the model is not factorised.
-void abSync(comm::Communicator& world, nn::LowRankModel& model, const AbGroups& groups, SyncMode mode);
+// all ranks. `weights` (one per world rank, summing to 1; empty: equal) turns every mean into a
+// weighted one (only-learned: weighted over the ranks that trained the factor, renormalised).
+// Throws lowcomm::Error if the model is not factorised or the weights do not fit the world.
+void abSync(comm::Communicator& world, nn::LowRankModel& model, const AbGroups& groups, SyncMode mode,
+            const std::vector<double>& weights = {});
+
+// Loss-weighted sync (ab.sync_weights = "inverse-loss"): per world rank, from every rank's mean
+// training loss since the last sync. A group's weight is proportional to 1 / (its members' mean
+// loss), shared equally by its members; the weights sum to 1. Empty (equal weights) when a loss
+// is not finite and positive (e.g. no step since the last sync).
+std::vector<double> inverseLossWeights(const AbGroups& groups, const std::vector<double>& rank_losses);
 
 }  // namespace lowcomm::parallel

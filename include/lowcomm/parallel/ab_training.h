@@ -34,6 +34,7 @@
 #include "lowcomm/parallel/ab_groups.h"
 #include "lowcomm/parallel/ddp.h"
 #include "lowcomm/parallel/optim_state.h"
+#include "lowcomm/parallel/strategy.h"
 
 namespace lowcomm::parallel {
 
@@ -58,6 +59,10 @@ struct AbOptions {
   // Spread the layers' SVDs over the ranks: layer i is decomposed by rank i % world, which
   // broadcasts its factors (phase "svd"); otherwise every rank decomposes every layer.
   bool svd_split = false;
+  // "equal": every sync is a plain mean; "inverse-loss": weighted by inverseLossWeights() of the
+  // ranks' mean training loss since the previous sync (observeLoss), so a group that learned
+  // more counts more.
+  std::string sync_weights = "equal";
 };
 
 // Throws ConfigError naming the `ab.*` key for an impossible combination.
@@ -73,9 +78,8 @@ struct AbEvent {
   std::vector<int64_t> ranks;    // per low-rank layer after the change (empty when full-rank)
   double compression = 1.0;      // parameters now / full-rank parameters
   double compression_reference = 1.0;  // LowRankModel::referenceCompression()
+  std::vector<double> group_weights;   // syncs with ab.sync_weights = "inverse-loss": per group
 };
-
-using HookFactory = std::function<std::shared_ptr<BucketHook>()>;
 
 class AbTraining {
  public:
@@ -89,9 +93,12 @@ class AbTraining {
   std::string beginStep(int64_t step);
   // End of training: in the ab phase, a final sync so every rank holds the same full-rank model.
   void finish(int64_t step);
+  // This rank's training loss of the step just taken (for ab.sync_weights = "inverse-loss").
+  void observeLoss(double loss);
 
   torch::Tensor forward(const torch::Tensor& x) { return lowrank_.forward(x); }
   DataParallel& ddp() { return *ddp_; }
+  const DataParallel& ddp() const { return *ddp_; }
   nn::LowRankModel& lowRank() { return lowrank_; }
   const nn::LowRankModel& lowRank() const { return lowrank_; }
   const AbGroups& groups() const { return groups_; }
@@ -123,6 +130,7 @@ class AbTraining {
   void enterAb(int64_t step, bool truncate);
   void sync(int64_t step, const char* kind);
   void checkFactorsAgree();
+  std::vector<double> syncWeights();  // per world rank; empty: equal
   void shareFactors();
   NamedTensors trainable() const;
   std::vector<nn::Factor> trainedFactors() const;  // per layer, for this rank
@@ -144,7 +152,26 @@ class AbTraining {
   double last_compression_ = 1.0, last_reference_ = 1.0;
   std::vector<int64_t> last_ranks_;
   std::vector<AbEvent> events_;
+  double loss_sum_ = 0;  // this rank's training loss since the last sync
+  int64_t loss_steps_ = 0;
   std::map<std::string, int64_t> steps_by_phase_;
 };
+
+}  // namespace lowcomm::parallel
+
+namespace lowcomm::parallel {
+
+// `strategy.name = "ab"`: AbTraining behind the Strategy seam (ctx.optimizer required). Its
+// events are abEventJson records; its summary block is abSummaryJson.
+std::unique_ptr<Strategy> makeAbStrategy(const StrategyContext& ctx, AbOptions opts);
+
+// {"type": "ab", "step", "event", "ranks": {layer: rank}, "model_size_fraction" (parameters now /
+// full-rank parameters), "model_size_n_to_1", "compression_reference" (the reference's metric,
+// LowRankModel::referenceCompression), "compression_reference_n_to_1"}.
+nlohmann::json abEventJson(const AbEvent& e, const AbTraining& ab);
+// The summary's "ab" block: groups, setup, steps per phase, the last SVD's ranks, both size
+// metrics (as in abEventJson) and "layers": [{name, rows, cols, rank, full_rank, params_full,
+// params_factors}].
+nlohmann::json abSummaryJson(const AbTraining& ab);
 
 }  // namespace lowcomm::parallel

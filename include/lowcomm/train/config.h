@@ -79,6 +79,7 @@ struct TrainConfig {
     bool factored_forward = true;          // truncated layers run as two thin ops
     std::string svd = "randomized";        // exact | randomized (sketch of the previous rank + 8)
     bool svd_split = false;                // each rank decomposes a share of the layers, then broadcasts
+    std::string sync_weights = "equal";    // equal | inverse-loss (groups weighted by 1 / their loss)
   } ab;
   // Gradient compression of the data-parallel strategy ([compress], codec "none" = plain
   // allreduce). compress.seed is taken from the top-level seed.

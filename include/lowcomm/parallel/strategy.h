@@ -1,0 +1,101 @@
+// The seam between the trainer and a parallel training strategy (DESIGN lesson 11, cf. PyTorch
+// Lightning's Strategy). The trainer owns the loop, the data, the metrics and the checkpoint
+// files; a strategy owns its communicators, what happens around backward and the optimizer
+// step, its state in the checkpoint and its block of the summary. A new strategy is a class
+// implementing this interface in src/parallel plus one line in the trainer's registry
+// (src/train/strategies.cpp).
+//
+// One optimizer step, as the trainer drives it:
+//   label = beginStep(step)               transitions due before this step; its phase label
+//   events = takeEvents()                 structural changes, written to metrics.jsonl as is
+//   per micro-batch: setSync(last one); loss(forward(x)).backward()
+//   afterBackward()                       gradients are final (synchronised) after it
+//   clip gradients; set lr(step, scheduled); optimizer.step(); zero_grad()
+//   afterOptimizerStep(step); observeLoss(this rank's step loss)
+// Evaluation: beforeEval(), then forward() in eval mode; every rank evaluates its shard.
+// End of training: finish(step), takeEvents(), the final evaluation and checkpoint.
+// Resume: loadState() runs before the model, optimizer and hook() state are loaded.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lowcomm/base/trace.h"
+#include "lowcomm/comm/communicator.h"
+#include "lowcomm/nn/models.h"
+#include "lowcomm/parallel/ddp.h"
+
+namespace lowcomm::parallel {
+
+// A fresh gradient hook (codec) per DDP instance; null or returning null: plain allreduce.
+using HookFactory = std::function<std::shared_ptr<BucketHook>()>;
+
+// What every strategy is built from. The optimizer holds the model's parameters; a strategy
+// that replaces them (AB's factors) rebinds it.
+struct StrategyContext {
+  std::shared_ptr<comm::Communicator> world;
+  std::shared_ptr<nn::Model> model;
+  torch::optim::Optimizer* optimizer = nullptr;
+  DdpOptions ddp;
+  HookFactory hooks;
+  Trace* trace = nullptr;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+
+  // Transitions due before optimizer step `step` (0-based); returns the step's phase label
+  // (metrics "phase", the timeline's phase lane).
+  virtual std::string beginStep(int64_t step) = 0;
+  // metrics.jsonl records of structural changes since the last call (each has "type").
+  virtual std::vector<nlohmann::json> takeEvents() { return {}; }
+
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  // Whether the next backward's gradients are synchronised (false: accumulate locally).
+  virtual void setSync(bool sync) = 0;
+  // After the step's last backward: waits for the gradient communication; .grad is final.
+  virtual void afterBackward() = 0;
+  // The learning rate for `step` given the scheduled one.
+  virtual double lr(int64_t step, double scheduled) const { return scheduled; }
+  virtual void afterOptimizerStep(int64_t step) {}
+  // This rank's training loss of the step just taken (the sum over its micro-batches of the
+  // scaled losses), for strategies that weight ranks by it.
+  virtual void observeLoss(double loss) {}
+
+  // Before an evaluation (e.g. BatchNorm statistics averaged over the replicas).
+  virtual void beforeEval() = 0;
+  // Extra fields of an evaluation record taken during training (not the final one).
+  virtual nlohmann::json evalFields() const { return nlohmann::json::object(); }
+  // End of training: whatever makes every rank hold the final model. True when that changed
+  // the weights (the trainer then evaluates again).
+  virtual bool finish(int64_t step) { return false; }
+
+  // The strategy's own checkpoint section; null writer/reader: it has none.
+  virtual std::function<void(torch::serialize::OutputArchive&)> stateWriter() { return nullptr; }
+  virtual std::function<void(torch::serialize::InputArchive&)> stateReader() { return nullptr; }
+  // The gradient hook now in use: its state goes into checkpoints, its ratio into step records.
+  virtual BucketHook& hook() = 0;
+  // The communicator whose ranks hold identical weights now (checked on resume); null: none must.
+  virtual comm::Communicator* replicas() = 0;
+
+  // Communication statistics over the whole run (every DDP instance the strategy built).
+  virtual DdpStats stats() const = 0;
+  virtual size_t buckets() const = 0;
+  // Extra fields of each logged step record.
+  virtual nlohmann::json stepFields() const { return nlohmann::json::object(); }
+  // The strategy's block of the summary, written under its `strategy.name` (null: none).
+  virtual nlohmann::json summary() const { return nullptr; }
+};
+
+// Plain data parallelism (`strategy.name = "ddp"`): one DataParallel over the world.
+std::unique_ptr<Strategy> makeDdpStrategy(const StrategyContext& ctx);
+
+}  // namespace lowcomm::parallel

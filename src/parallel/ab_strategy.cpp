@@ -1,0 +1,115 @@
+// `strategy.name = "ab"`: AbTraining behind the Strategy seam, and the JSON its events and
+// summary block carry.
+#include "lowcomm/parallel/ab_training.h"
+
+namespace lowcomm::parallel {
+namespace {
+
+nlohmann::json ranksJson(const std::vector<int64_t>& ranks, const AbTraining& ab) {
+  nlohmann::json out = nlohmann::json::object();
+  const auto& layers = ab.lowRank().layers();
+  for (size_t i = 0; i < ranks.size() && i < layers.size(); ++i) out[layers[i].name] = ranks[i];
+  return out;
+}
+
+nlohmann::json groupSizeJson(int group_size) {
+  if (group_size == kGroupNode || group_size == kGroupWorld) return groupSizeName(group_size);
+  return group_size;
+}
+
+// Both size metrics: ours (parameters now / full-rank) and the reference's, each with its n:1.
+void sizeFields(nlohmann::json& j, double ours, double reference) {
+  j["model_size_fraction"] = ours;
+  j["model_size_n_to_1"] = ours > 0 ? 1.0 / ours : 0.0;
+  j["compression_reference"] = reference;
+  j["compression_reference_n_to_1"] = reference > 0 ? 1.0 / reference : 0.0;
+}
+
+class AbStrategy : public Strategy {
+ public:
+  AbStrategy(const StrategyContext& ctx, AbOptions opts)
+      : ab_(ctx.world, ctx.model, *ctx.optimizer, std::move(opts), ctx.ddp, ctx.hooks, ctx.trace) {}
+
+  std::string beginStep(int64_t step) override { return ab_.beginStep(step); }
+  std::vector<nlohmann::json> takeEvents() override {
+    std::vector<nlohmann::json> out;
+    for (const auto& e : ab_.takeEvents()) out.push_back(abEventJson(e, ab_));
+    return out;
+  }
+  torch::Tensor forward(const torch::Tensor& x) override { return ab_.forward(x); }
+  void setSync(bool sync) override { ab_.ddp().setSync(sync); }
+  void afterBackward() override { ab_.ddp().finish(); }
+  double lr(int64_t step, double scheduled) const override { return ab_.lr(step, scheduled); }
+  void observeLoss(double loss) override { ab_.observeLoss(loss); }
+  void beforeEval() override { ab_.ddp().averageBuffers(); }
+  // During training every rank evaluates its own group's model (A and B not yet merged).
+  nlohmann::json evalFields() const override { return {{"ab_phase", abPhaseName(ab_.phase())}}; }
+  bool finish(int64_t step) override {
+    if (ab_.phase() != AbPhase::ab) return false;
+    ab_.finish(step);  // one full-rank model on every rank
+    return true;
+  }
+  std::function<void(torch::serialize::OutputArchive&)> stateWriter() override {
+    return [this](torch::serialize::OutputArchive& ar) { ab_.saveState(ar); };
+  }
+  std::function<void(torch::serialize::InputArchive&)> stateReader() override {
+    return [this](torch::serialize::InputArchive& ar) { ab_.loadState(ar); };
+  }
+  BucketHook& hook() override { return ab_.ddp().hook(); }
+  // In the `individual` setup's ab phase every rank trains its factor alone.
+  comm::Communicator* replicas() override {
+    if (ab_.phase() == AbPhase::ab && ab_.options().train_setup == "individual") return nullptr;
+    return &ab_.ddp().comm();
+  }
+  DdpStats stats() const override { return ab_.stats(); }
+  size_t buckets() const override { return ab_.ddp().buckets().size(); }
+  nlohmann::json stepFields() const override { return {{"ab_model_size_fraction", ab_.compression()}}; }
+  nlohmann::json summary() const override { return abSummaryJson(ab_); }
+
+ private:
+  AbTraining ab_;
+};
+
+}  // namespace
+
+nlohmann::json abEventJson(const AbEvent& e, const AbTraining& ab) {
+  nlohmann::json j = {{"type", "ab"}, {"step", e.step}, {"event", e.kind}};
+  sizeFields(j, e.compression, e.compression_reference);
+  if (!e.ranks.empty()) j["ranks"] = ranksJson(e.ranks, ab);
+  if (!e.group_weights.empty()) j["group_weights"] = e.group_weights;
+  return j;
+}
+
+nlohmann::json abSummaryJson(const AbTraining& ab) {
+  const auto& g = ab.groups();
+  const auto& o = ab.options();
+  // Per factorised layer, as of the last SVD: shape, kept rank, parameters before and after.
+  nlohmann::json layers = nlohmann::json::array();
+  const auto& lr = ab.lowRank();
+  const auto& ranks = ab.lastRanks();
+  for (size_t i = 0; i < lr.layers().size(); ++i) {
+    const auto& l = lr.layers()[i];
+    const int64_t r = i < ranks.size() ? ranks[i] : 0;
+    layers.push_back({{"name", l.name}, {"rows", l.rows}, {"cols", l.cols}, {"rank", r},
+                      {"full_rank", std::min(l.rows, l.cols)}, {"params_full", l.rows * l.cols},
+                      {"params_factors", r * (l.rows + l.cols)}});
+  }
+  nlohmann::json j = {{"group_size", groupSizeJson(o.group_size)},
+                      {"train_setup", o.train_setup},
+                      {"members", g.members},
+                      {"groups", g.groups},
+                      {"a_groups", g.a_groups},
+                      {"sync_mode", o.sync_mode},
+                      {"sync_weights", o.sync_weights},
+                      {"steps_by_phase", ab.stepsByPhase()},
+                      {"ranks", ranksJson(ab.lastRanks(), ab)}};
+  sizeFields(j, ab.lastCompression(), ab.lastReferenceCompression());
+  j["layers"] = layers;
+  return j;
+}
+
+std::unique_ptr<Strategy> makeAbStrategy(const StrategyContext& ctx, AbOptions opts) {
+  return std::make_unique<AbStrategy>(ctx, std::move(opts));
+}
+
+}  // namespace lowcomm::parallel

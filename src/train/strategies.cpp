@@ -1,0 +1,82 @@
+#include "strategies.h"
+
+#include <functional>
+#include <map>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/parallel/ab_training.h"
+
+namespace lowcomm::train {
+namespace {
+
+// Step counts given as fractions are resolved against the run's total optimizer steps.
+parallel::AbOptions abOptions(const TrainConfig& c, int64_t total_steps) {
+  parallel::AbOptions o;
+  o.group_size = static_cast<int>(c.ab.group_size);
+  o.sync_mode = c.ab.sync_mode;
+  o.warmup_steps = runSteps(c.ab.warmup_steps, total_steps);
+  o.steps_btw_syncing = runSteps(c.ab.steps_btw_syncing, total_steps);
+  o.ddp_steps_after_sync = runSteps(c.ab.ddp_steps_after_sync, total_steps);
+  o.lr_rebound_steps = runSteps(c.ab.lr_rebound_steps, total_steps);
+  o.low_rank_cutoff = c.ab.low_rank_cutoff;
+  o.split_sigma = c.ab.split_sigma;
+  o.full_rank_layers = c.ab.full_rank_layers;
+  o.train_setup = c.ab.train_setup;
+  o.reset_opt = c.ab.reset_opt;
+  o.factored_forward = c.ab.factored_forward;
+  o.svd = c.ab.svd;
+  o.svd_split = c.ab.svd_split;
+  o.sync_weights = c.ab.sync_weights;
+  return o;
+}
+
+// AB state only fits the same groups and sync mode.
+std::string abResumeKey(const TrainConfig& c) {
+  std::string k = "ab/" + std::to_string(c.ab.group_size) + "/" + c.ab.sync_mode + "/" +
+                  (c.ab.split_sigma ? "split" : "whole");
+  for (const auto& l : c.ab.full_rank_layers) k += "/" + l;
+  if (c.ab.train_setup != "groups") k += "/" + c.ab.train_setup;
+  return k;
+}
+
+struct Entry {
+  std::function<std::unique_ptr<parallel::Strategy>(const TrainConfig&, const parallel::StrategyContext&, int64_t)> make;
+  std::function<std::string(const TrainConfig&)> resume_key;  // null: ""
+};
+
+const std::map<std::string, Entry>& registry() {
+  static const std::map<std::string, Entry> r = {
+      {"ddp", {[](const TrainConfig&, const parallel::StrategyContext& ctx, int64_t) { return parallel::makeDdpStrategy(ctx); },
+               nullptr}},
+      {"ab", {[](const TrainConfig& c, const parallel::StrategyContext& ctx,
+                 int64_t total) { return parallel::makeAbStrategy(ctx, abOptions(c, total)); },
+              abResumeKey}},
+  };
+  return r;
+}
+
+const Entry& entry(const std::string& name) {
+  const auto it = registry().find(name);
+  if (it == registry().end()) throw ConfigError("strategy.name: unknown strategy '" + name + "'");
+  return it->second;
+}
+
+}  // namespace
+
+std::vector<std::string> strategyNames() {
+  std::vector<std::string> out;
+  for (const auto& [name, e] : registry()) out.push_back(name);
+  return out;
+}
+
+std::unique_ptr<parallel::Strategy> makeStrategy(const TrainConfig& cfg, const parallel::StrategyContext& ctx,
+                                                 int64_t total_steps) {
+  return entry(cfg.strategy.name).make(cfg, ctx, total_steps);
+}
+
+std::string strategyResumeKey(const TrainConfig& cfg) {
+  const auto& e = entry(cfg.strategy.name);
+  return e.resume_key ? e.resume_key(cfg) : "";
+}
+
+}  // namespace lowcomm::train
