@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <set>
 
 #include "lowcomm/base/error.h"
@@ -77,6 +78,36 @@ AbGroups formGroups(int world, int rank, int group_size, bool all_b, const std::
   for (int r = 0; r < world; ++r)
     if (g.group_of[r] == g.group) g.members.push_back(r);
   return g;
+}
+
+AbGroups permuteGroups(const AbGroups& layout, const std::vector<int>& perm, int rank) {
+  const int n = static_cast<int>(layout.group_of.size());
+  LC_ENFORCE(static_cast<int>(perm.size()) == n && rank >= 0 && rank < n, "permuteGroups: ", perm.size(),
+             " places for ", n, " ranks, rank ", rank);
+  AbGroups g;
+  g.groups = layout.groups;
+  g.a_groups = layout.a_groups;
+  g.group_of.assign(n, -1);
+  g.a_rank.assign(n, false);
+  for (int v = 0; v < n; ++v) {
+    LC_ENFORCE(perm[v] >= 0 && perm[v] < n && g.group_of[perm[v]] < 0, "permuteGroups: not a permutation");
+    g.group_of[perm[v]] = layout.group_of[v];
+    g.a_rank[perm[v]] = layout.a_rank[v];
+  }
+  g.group = g.group_of[rank];
+  g.trains_a = g.a_rank[rank];
+  for (int r = 0; r < n; ++r)
+    if (g.group_of[r] == g.group) g.members.push_back(r);
+  return g;
+}
+
+std::vector<int> regroupPermutation(int world, uint64_t seed, int64_t epoch) {
+  std::vector<int> perm(world);
+  for (int i = 0; i < world; ++i) perm[i] = i;
+  if (epoch == 0) return perm;
+  std::mt19937_64 gen(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch));
+  for (int i = world - 1; i > 0; --i) std::swap(perm[i], perm[gen() % static_cast<uint64_t>(i + 1)]);
+  return perm;
 }
 
 SyncMode parseSyncMode(const std::string& name) {

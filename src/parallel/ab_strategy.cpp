@@ -77,6 +77,7 @@ nlohmann::json abEventJson(const AbEvent& e, const AbTraining& ab) {
   sizeFields(j, e.compression, e.compression_reference);
   if (!e.ranks.empty()) j["ranks"] = ranksJson(e.ranks, ab);
   if (!e.group_weights.empty()) j["group_weights"] = e.group_weights;
+  if (!e.group_of.empty()) j["group_of"] = e.group_of;
   return j;
 }
 
@@ -101,6 +102,7 @@ nlohmann::json abSummaryJson(const AbTraining& ab) {
                       {"a_groups", g.a_groups},
                       {"sync_mode", o.sync_mode},
                       {"sync_weights", o.sync_weights},
+                      {"regroup", o.regroup},
                       {"steps_by_phase", ab.stepsByPhase()},
                       {"ranks", ranksJson(ab.lastRanks(), ab)}};
   sizeFields(j, ab.lastCompression(), ab.lastReferenceCompression());

@@ -29,6 +29,10 @@ void validateAbOptions(const AbOptions& o) {
     throw ConfigError("ab.svd: unknown method '" + o.svd + "'; valid values: exact, randomized");
   if (o.sync_weights != "equal" && o.sync_weights != "inverse-loss")
     throw ConfigError("ab.sync_weights: unknown weighting '" + o.sync_weights + "'; valid values: equal, inverse-loss");
+  if (o.regroup != "none" && o.regroup != "random")
+    throw ConfigError("ab.regroup: unknown value '" + o.regroup + "'; valid values: none, random");
+  if (o.regroup == "random" && o.group_size == kGroupNode)
+    throw ConfigError("ab.regroup = \"random\" would move ranks across nodes: set ab.group_size to a size or -1");
   if (o.train_setup != "groups" && o.train_setup != "individual")
     throw ConfigError("ab.train_setup: unknown setup '" + o.train_setup + "'; valid values: groups, individual");
   parseSyncMode(o.sync_mode);
@@ -68,6 +72,7 @@ AbTraining::AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_pt
     throw ConfigError("ab: model '" + lowrank_.model().spec().name +
                       "' has no layer to factorise outside ab.full_rank_layers");
   lowrank_.setRandomizedSvd(opts_.svd == "randomized", /*seed=*/0x5eed);
+  layout_ = groups_;
   group_comm_ = world_->split(groups_.group, world_->rank());
   ddp_world_ = world_->split(0, world_->rank());
   opt_state_.rebind(opt_, trainable());
@@ -164,6 +169,11 @@ void AbTraining::observeLoss(double loss) {
   ++loss_steps_;
 }
 
+void AbTraining::applyGroups() {
+  groups_ = permuteGroups(layout_, regroupPermutation(world_->size(), opts_.seed, regroups_), world_->rank());
+  group_comm_ = world_->split(groups_.group, world_->rank());
+}
+
 std::vector<double> AbTraining::syncWeights() {
   if (opts_.sync_weights == "equal") return {};
   double mine = loss_steps_ > 0 ? loss_sum_ / static_cast<double>(loss_steps_) : 0.0;
@@ -201,7 +211,7 @@ void AbTraining::enterAb(int64_t step, bool truncate) {
   for (const auto& l : lowrank_.layers()) last_ranks_.push_back(l.rank);
   last_compression_ = compression();
   last_reference_ = lowrank_.referenceCompression();
-  events_.push_back(AbEvent{step, truncate ? "truncate" : "svd", last_ranks_, last_compression_, last_reference_, {}});
+  events_.push_back(AbEvent{step, truncate ? "truncate" : "svd", last_ranks_, last_compression_, last_reference_, {}, {}});
 }
 
 void AbTraining::sync(int64_t step, const char* kind) {
@@ -219,12 +229,18 @@ void AbTraining::sync(int64_t step, const char* kind) {
   }
   loss_sum_ = 0;
   loss_steps_ = 0;
+  std::vector<int> group_of;
+  if (opts_.regroup == "random" && std::string(kind) == "sync") {
+    ++regroups_;
+    applyGroups();
+    group_of = groups_.group_of;
+  }
   opt_state_.rebind(opt_, trainable());
   if (opts_.reset_opt) opt_state_.resetMoments(opt_);
   rebuild(AbPhase::full_rank);
   phase_start_ = step;
   last_switch_ = step;
-  events_.push_back(AbEvent{step, kind, {}, compression(), last_reference_, group_weights});
+  events_.push_back(AbEvent{step, kind, {}, compression(), last_reference_, group_weights, group_of});
 }
 
 // svd_split: layer i's factors come from rank i % world, in one broadcast per layer (A then B).
@@ -278,6 +294,7 @@ void AbTraining::saveState(torch::serialize::OutputArchive& ar) const {
     counts.push_back(steps_by_phase_.count(k) ? steps_by_phase_.at(k) : 0);
   ar.write("steps_by_phase", torch::tensor(counts, torch::kInt64));
   ar.write("sync_loss", torch::tensor({loss_sum_, static_cast<double>(loss_steps_)}, torch::kFloat64));
+  ar.write("regroups", torch::tensor({regroups_}, torch::kInt64));
   torch::serialize::OutputArchive os;
   opt_state_.save(os);
   ar.write("optimizer_stash", os);
@@ -294,6 +311,12 @@ void AbTraining::loadState(torch::serialize::InputArchive& ar) {
   if (head.numel() != 7 || ranks_t.numel() != static_cast<int64_t>(lowrank_.layers().size()))
     throw DataError("AB-training state does not match this model's low-rank layers");
   const auto h = head.accessor<int64_t, 1>();
+  torch::Tensor regroups;  // absent in checkpoints from before regrouping
+  const int64_t saved_regroups = ar.try_read("regroups", regroups) && regroups.numel() == 1 ? regroups.item<int64_t>() : 0;
+  if (saved_regroups != regroups_) {
+    regroups_ = saved_regroups;
+    applyGroups();  // collective: every rank resumes from the same sync
+  }
   if (h[5] != groups_.group || h[6] != groups_.groups)
     throw ConfigError("--resume: the checkpoint's AB groups differ from ab.group_size / ab.sync_mode now");
   std::vector<int64_t> ranks(ranks_t.data_ptr<int64_t>(), ranks_t.data_ptr<int64_t>() + ranks_t.numel());

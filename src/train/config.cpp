@@ -184,6 +184,7 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("ab.svd", ab.svd, std::string),
       LC_FIELD("ab.svd_split", ab.svd_split, bool),
       LC_FIELD("ab.sync_weights", ab.sync_weights, std::string),
+      LC_FIELD("ab.regroup", ab.regroup, std::string),
       LC_FIELD("compress.codec", compress.codec, std::string),
       LC_FIELD("compress.memory", compress.memory, std::string),
       LC_FIELD("compress.ratio", compress.codec_params.ratio, double),
@@ -294,6 +295,7 @@ void validateAb(const TrainConfig& c, const std::string& where) {
   oneOf(where, "ab.train_setup", a.train_setup, {"groups", "individual"});
   oneOf(where, "ab.svd", a.svd, {"exact", "randomized"});
   oneOf(where, "ab.sync_weights", a.sync_weights, {"equal", "inverse-loss"});
+  oneOf(where, "ab.regroup", a.regroup, {"none", "random"});
   oneOf(where, "ab.sync_mode", a.sync_mode, {"full", "with-stale", "only-learned", "only-b", "only-smaller"});
   if (a.steps_btw_syncing == 0) bad(where, "ab.steps_btw_syncing", "must be >= 1 (or a fraction of the run)");
   if (!(a.low_rank_cutoff >= 0 && a.low_rank_cutoff < 1)) bad(where, "ab.low_rank_cutoff", "must be in [0, 1)");

@@ -27,6 +27,8 @@ parallel::AbOptions abOptions(const TrainConfig& c, int64_t total_steps) {
   o.svd = c.ab.svd;
   o.svd_split = c.ab.svd_split;
   o.sync_weights = c.ab.sync_weights;
+  o.regroup = c.ab.regroup;
+  o.seed = c.seed;
   return o;
 }
 
@@ -36,6 +38,7 @@ std::string abResumeKey(const TrainConfig& c) {
                   (c.ab.split_sigma ? "split" : "whole");
   for (const auto& l : c.ab.full_rank_layers) k += "/" + l;
   if (c.ab.train_setup != "groups") k += "/" + c.ab.train_setup;
+  if (c.ab.regroup != "none") k += "/regroup-" + c.ab.regroup;
   return k;
 }
 

@@ -152,6 +152,41 @@ TEST(AbGroups, BadArguments) {
   EXPECT_THROW(formGroups(4, -1, 2, false), Error);
 }
 
+// Regrouping: a seeded permutation, the same for a seed and epoch, identity at epoch 0; the
+// permuted layout keeps every group's size and A/B role and is seen alike from every rank.
+TEST(AbGroups, RegroupPermutesRanksKeepingGroupSizesAndRoles) {
+  const int n = 8;
+  EXPECT_EQ(regroupPermutation(n, 42, 0), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(regroupPermutation(n, 42, 3), regroupPermutation(n, 42, 3));
+  EXPECT_NE(regroupPermutation(n, 42, 1), regroupPermutation(n, 42, 2));
+  EXPECT_NE(regroupPermutation(n, 42, 1), regroupPermutation(n, 43, 1));
+  const AbGroups layout = formGroups(n, 0, 3, false);  // groups of 3, 3, 2... as formGroups leaves them
+  for (int64_t epoch = 1; epoch <= 5; ++epoch) {
+    const auto perm = regroupPermutation(n, 42, epoch);
+    std::vector<int> sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    ASSERT_EQ(sorted, regroupPermutation(n, 42, 0)) << "not a permutation";
+    const AbGroups g0 = permuteGroups(layout, perm, 0);
+    for (int v = 0; v < n; ++v) {
+      EXPECT_EQ(g0.group_of[perm[v]], layout.group_of[v]);
+      EXPECT_EQ(bool(g0.a_rank[perm[v]]), bool(layout.a_rank[v]));
+    }
+    for (int r = 0; r < n; ++r) {
+      const AbGroups g = permuteGroups(layout, perm, r);
+      EXPECT_EQ(g.group_of, g0.group_of);
+      EXPECT_EQ(g.group, g0.group_of[r]);
+      EXPECT_EQ(g.trains_a, bool(g0.a_rank[r]));
+      EXPECT_EQ(g.groups, layout.groups);
+      EXPECT_EQ(g.a_groups, layout.a_groups);
+      for (int m : g.members) EXPECT_EQ(g.group_of[m], g.group);
+      EXPECT_EQ(static_cast<int>(g.members.size()),
+                static_cast<int>(std::count(layout.group_of.begin(), layout.group_of.end(), g.group)));
+    }
+  }
+  EXPECT_THROW(permuteGroups(layout, {0, 1, 2}, 0), Error);
+  EXPECT_THROW(permuteGroups(layout, {0, 0, 2, 3, 4, 5, 6, 7}, 0), Error);
+}
+
 TEST(AbGroups, SyncModeNames) {
   for (SyncMode m : {SyncMode::full, SyncMode::with_stale, SyncMode::only_learned, SyncMode::only_b, SyncMode::only_smaller})
     EXPECT_EQ(parseSyncMode(syncModeName(m)), m);

@@ -123,6 +123,7 @@ struct ResumeCase {
   const char* name;
   const char* optimizer;
   std::vector<std::string> extra;
+  int from = 6;  // the checkpoint resumed from: 6 (before the first sync) or 12 (after it)
 };
 
 void PrintTo(const ResumeCase& c, std::ostream* os) { *os << c.name; }
@@ -136,12 +137,19 @@ TEST_P(AbResume, FromMidAbPhaseContinuesExactly) {
   if (std::string(GetParam().name) == "bf16_thin") {  // hidden [256 x 512] runs thin below rank 171
     EXPECT_LT(sa["ab"]["ranks"]["hidden"].get<int64_t>(), 171);
   }
+  if (std::string(GetParam().name) == "regroup_after_sync") {  // the sync at step 8 formed new groups
+    bool moved = false;
+    for (const auto& e : records(d.path / "a/metrics.jsonl", "ab"))
+      if (e["event"] == "sync") moved |= e["group_of"].get<std::vector<int>>() != std::vector<int>{0, 1, 2, 3};
+    EXPECT_TRUE(moved) << "regrouping left every rank in its group";
+  }
   const auto b = abRun(d.path / "b", GetParam().optimizer, GetParam().extra);
   fs::create_directories(d.path / "b/checkpoints");
+  const std::string from = std::to_string(GetParam().from);
   for (int r = 0; r < 4; ++r)
-    fs::copy_file(d.path / ("a/checkpoints/step6.rank" + std::to_string(r) + ".pt"),
-                  d.path / ("b/checkpoints/step6.rank" + std::to_string(r) + ".pt"));
-  writeLatest((d.path / "b/checkpoints").string(), 6);
+    fs::copy_file(d.path / ("a/checkpoints/step" + from + ".rank" + std::to_string(r) + ".pt"),
+                  d.path / ("b/checkpoints/step" + from + ".rank" + std::to_string(r) + ".pt"));
+  writeLatest((d.path / "b/checkpoints").string(), GetParam().from);
   TrainOptions resume;
   resume.resume = true;
   const auto s = runOnThreads(4, b, resume);
@@ -164,7 +172,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ResumeCase{"bf16_thin", "adamw", {"model.autocast=bf16", "ab.low_rank_cutoff=0.9"}},
                       ResumeCase{"smaller", "adamw", {"ab.group_size=world", "ab.sync_mode=only-smaller"}},
                       ResumeCase{"svd_split", "adamw", {"ab.svd_split=true"}},
-                      ResumeCase{"inverse_loss", "adamw", {"ab.sync_weights=inverse-loss"}}),
+                      ResumeCase{"inverse_loss", "adamw", {"ab.sync_weights=inverse-loss"}},
+                      ResumeCase{"regroup_after_sync", "adamw", {"ab.group_size=1", "ab.regroup=random"}, 12}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Loss-weighted syncs: every sync event carries the groups' weights (summing to 1), the
@@ -253,4 +262,5 @@ TEST(AbTrainer, ConfigErrorsNameTheKey) {
   EXPECT_NE(msg({"strategy.name=ab", "ab.svd=lanczos"}).find("ab.svd"), std::string::npos);
   EXPECT_NE(msg({"strategy.name=ab", "ab.svd_split=2"}).find("ab.svd_split"), std::string::npos);
   EXPECT_NE(msg({"strategy.name=ab", "ab.sync_weights=loss"}).find("ab.sync_weights"), std::string::npos);
+  EXPECT_NE(msg({"strategy.name=ab", "ab.regroup=sometimes"}).find("ab.regroup"), std::string::npos);
 }

@@ -1,6 +1,7 @@
 // AB-training groups and sync modes (AB_TRAINING.md, "Groups" and "Sync modes").
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,13 @@ struct AbGroups {
 // one group); lowcomm::Error for world < 1, a rank outside [0, world) or a node_of that is not
 // numbered as nodeOf() numbers nodes.
 AbGroups formGroups(int world, int rank, int group_size, bool all_b, const std::vector<int>& node_of = {});
+// Regrouping (ab.regroup = "random"): the layout `layout` (formed for any rank: its group_of,
+// a_rank and counts) with world rank perm[v] in virtual rank v's place, seen from `rank`.
+AbGroups permuteGroups(const AbGroups& layout, const std::vector<int>& perm, int rank);
+// The permutation of regrouping number `epoch` (0: identity), the same on every rank and
+// platform (mt19937_64 and a Fisher-Yates shuffle of our own, not std::shuffle).
+std::vector<int> regroupPermutation(int world, uint64_t seed, int64_t epoch);
+
 // "node", "world", "-1" or the number, for messages and the summary.
 std::string groupSizeName(int group_size);
 

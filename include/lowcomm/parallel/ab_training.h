@@ -63,6 +63,11 @@ struct AbOptions {
   // ranks' mean training loss since the previous sync (observeLoss), so a group that learned
   // more counts more.
   std::string sync_weights = "equal";
+  // "none": the groups stay as formed; "random": after every sync the ranks are shuffled into
+  // new groups of the same sizes (regroupPermutation(world, seed, sync number)). Not with
+  // group_size "node" (the groups would cross nodes).
+  std::string regroup = "none";
+  uint64_t seed = 0;
 };
 
 // Throws ConfigError naming the `ab.*` key for an impossible combination.
@@ -79,6 +84,7 @@ struct AbEvent {
   double compression = 1.0;      // parameters now / full-rank parameters
   double compression_reference = 1.0;  // LowRankModel::referenceCompression()
   std::vector<double> group_weights;   // syncs with ab.sync_weights = "inverse-loss": per group
+  std::vector<int> group_of;           // syncs with ab.regroup: the new group of every rank
 };
 
 class AbTraining {
@@ -131,6 +137,7 @@ class AbTraining {
   void sync(int64_t step, const char* kind);
   void checkFactorsAgree();
   std::vector<double> syncWeights();  // per world rank; empty: equal
+  void applyGroups();                 // groups_ and group_comm_ for regroups_ (collective)
   void shareFactors();
   NamedTensors trainable() const;
   std::vector<nn::Factor> trainedFactors() const;  // per layer, for this rank
@@ -152,6 +159,8 @@ class AbTraining {
   double last_compression_ = 1.0, last_reference_ = 1.0;
   std::vector<int64_t> last_ranks_;
   std::vector<AbEvent> events_;
+  AbGroups layout_;      // the groups as formed; regrouping permutes it
+  int64_t regroups_ = 0;
   double loss_sum_ = 0;  // this rank's training loss since the last sync
   int64_t loss_steps_ = 0;
   std::map<std::string, int64_t> steps_by_phase_;

@@ -80,6 +80,7 @@ struct TrainConfig {
     std::string svd = "randomized";        // exact | randomized (sketch of the previous rank + 8)
     bool svd_split = false;                // each rank decomposes a share of the layers, then broadcasts
     std::string sync_weights = "equal";    // equal | inverse-loss (groups weighted by 1 / their loss)
+    std::string regroup = "none";          // none | random (new groups after every sync)
   } ab;
   // Gradient compression of the data-parallel strategy ([compress], codec "none" = plain
   // allreduce). compress.seed is taken from the top-level seed.
