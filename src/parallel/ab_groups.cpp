@@ -6,25 +6,9 @@
 #include <set>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/parallel/ddp.h"
 
 namespace lowcomm::parallel {
-namespace {
-
-// Averages (or sums) float32 tensors over `comm` in one allreduce, in place.
-void reduceInPlace(comm::Communicator& comm, const std::vector<torch::Tensor>& ts, comm::ReduceOp op) {
-  if (ts.empty()) return;
-  std::vector<torch::Tensor> flat;
-  for (const auto& t : ts) flat.push_back(t.reshape({-1}));
-  auto buf = torch::cat(flat).contiguous();
-  comm.allreduce(buf.data_ptr<float>(), buf.numel(), comm::DType::f32, op);
-  int64_t off = 0;
-  for (const auto& t : ts) {
-    t.copy_(buf.narrow(0, off, t.numel()).view(t.sizes()));
-    off += t.numel();
-  }
-}
-
-}  // namespace
 
 namespace {
 
@@ -165,9 +149,9 @@ void abSync(comm::Communicator& world, nn::LowRankModel& model, const AbGroups& 
   const bool weighted = !weights.empty();
   const double mine = weighted ? weights[world.rank()] : 0.0;
   auto mean = [&](const std::vector<torch::Tensor>& ts) {
-    if (!weighted) return reduceInPlace(world, ts, comm::ReduceOp::avg);
+    if (!weighted) return reduceTensors(world, ts, comm::ReduceOp::avg);
     for (const auto& t : ts) t.mul_(mine);
-    reduceInPlace(world, ts, comm::ReduceOp::sum);
+    reduceTensors(world, ts, comm::ReduceOp::sum);
   };
   std::vector<torch::Tensor> full_w;
   if (mode == SyncMode::full) {
@@ -187,7 +171,7 @@ void abSync(comm::Communicator& world, nn::LowRankModel& model, const AbGroups& 
       if (na > 0) parts.push_back(groups.trains_a ? model.factorA(i).detach() * scale : torch::zeros_like(model.factorA(i)));
       if (nb > 0) parts.push_back(groups.trains_a ? torch::zeros_like(model.factorB(i)) : model.factorB(i).detach() * scale);
     }
-    reduceInPlace(world, parts, comm::ReduceOp::sum);
+    reduceTensors(world, parts, comm::ReduceOp::sum);
     size_t k = 0;
     for (size_t i = 0; i < layers; ++i) {
       if (na > 0) model.factorA(i).detach().copy_(parts[k++] / wa);

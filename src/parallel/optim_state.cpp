@@ -29,18 +29,25 @@ void resizeState(torch::optim::OptimizerParamState& s, torch::IntArrayRef sizes)
   }
 }
 
+// The defined moment tensors of one parameter's state.
+std::vector<torch::Tensor> moments(torch::optim::OptimizerParamState& s) {
+  std::vector<torch::Tensor> all;
+  if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(&s)) {
+    all = {sgd->momentum_buffer()};
+  } else if (auto* aw = dynamic_cast<torch::optim::AdamWParamState*>(&s)) {
+    all = {aw->exp_avg(), aw->exp_avg_sq(), aw->max_exp_avg_sq()};
+  } else if (auto* a = dynamic_cast<torch::optim::AdamParamState*>(&s)) {
+    all = {a->exp_avg(), a->exp_avg_sq(), a->max_exp_avg_sq()};
+  }
+  std::vector<torch::Tensor> out;
+  for (auto& t : all)
+    if (t.defined()) out.push_back(t);
+  return out;
+}
+
 void zeroMoments(torch::optim::OptimizerParamState& s) {
   torch::NoGradGuard no_grad;
-  auto zero = [](const torch::Tensor& t) {
-    if (t.defined()) t.zero_();
-  };
-  if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(&s)) {
-    zero(sgd->momentum_buffer());
-  } else if (auto* aw = dynamic_cast<torch::optim::AdamWParamState*>(&s)) {
-    zero(aw->exp_avg()), zero(aw->exp_avg_sq()), zero(aw->max_exp_avg_sq());
-  } else if (auto* a = dynamic_cast<torch::optim::AdamParamState*>(&s)) {
-    zero(a->exp_avg()), zero(a->exp_avg_sq()), zero(a->max_exp_avg_sq());
-  }
+  for (auto& t : moments(s)) t.zero_();
 }
 
 std::unique_ptr<torch::optim::OptimizerParamState> emptyStateFor(const torch::optim::Optimizer& opt) {
@@ -51,6 +58,17 @@ std::unique_ptr<torch::optim::OptimizerParamState> emptyStateFor(const torch::op
 }
 
 }  // namespace
+
+std::vector<torch::Tensor> momentTensors(torch::optim::Optimizer& opt) {
+  std::vector<torch::Tensor> out;
+  for (auto& group : opt.param_groups())
+    for (auto& p : group.params()) {
+      const auto it = opt.state().find(keyOf(p));
+      if (it == opt.state().end()) continue;
+      for (auto& t : moments(*it->second)) out.push_back(t);
+    }
+  return out;
+}
 
 torch::Tensor resizeLeading(const torch::Tensor& t, torch::IntArrayRef sizes) {
   LC_ENFORCE(t.dim() == static_cast<int64_t>(sizes.size()), "resizeLeading: tensor has ", t.dim(),

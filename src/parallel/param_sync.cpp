@@ -82,6 +82,23 @@ void broadcastModel(comm::Communicator& comm, torch::nn::Module& model) {
   for (auto& b : model.buffers()) broadcastTensor(comm, b);
 }
 
+void reduceTensors(comm::Communicator& comm, const std::vector<torch::Tensor>& ts, comm::ReduceOp op) {
+  if (ts.empty()) return;
+  std::vector<torch::Tensor> flat;
+  for (const auto& t : ts) {
+    LC_ENFORCE(t.scalar_type() == torch::kFloat32, "reduceTensors: float32 tensors only");
+    flat.push_back(t.reshape({-1}));
+  }
+  auto buf = torch::cat(flat).contiguous();
+  comm.allreduce(buf.data_ptr<float>(), buf.numel(), comm::DType::f32, op);
+  torch::NoGradGuard no_grad;
+  int64_t off = 0;
+  for (const auto& t : ts) {
+    t.copy_(buf.narrow(0, off, t.numel()).view(t.sizes()));
+    off += t.numel();
+  }
+}
+
 void DataParallel::averageBuffers() {
   torch::NoGradGuard no_grad;
   for (auto& b : model_->buffers()) {

@@ -185,6 +185,10 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("ab.svd_split", ab.svd_split, bool),
       LC_FIELD("ab.sync_weights", ab.sync_weights, std::string),
       LC_FIELD("ab.regroup", ab.regroup, std::string),
+      LC_FIELD("local_sgd.period", local_sgd.period, int64_t),
+      LC_STEPS("local_sgd.start_step", local_sgd.start_step),
+      LC_FIELD("local_sgd.average_optimizer", local_sgd.average_optimizer, bool),
+      LC_FIELD("local_sgd.hierarchical", local_sgd.hierarchical, bool),
       LC_FIELD("compress.codec", compress.codec, std::string),
       LC_FIELD("compress.memory", compress.memory, std::string),
       LC_FIELD("compress.ratio", compress.codec_params.ratio, double),
@@ -343,6 +347,7 @@ void validate(const TrainConfig& c, const std::string& where) {
     bad(where, "schedule.min_lr", "must be in [0, optimizer.lr]");
   oneOf(where, "strategy.name", c.strategy.name, strategyNames());
   validateAb(c, where);
+  positive("local_sgd.period", static_cast<double>(c.local_sgd.period));
   positive("strategy.bucket_mb", c.strategy.bucket_mb);
   if (!(c.strategy.bucket_mb <= 65536)) bad(where, "strategy.bucket_mb", "must be at most 65536 (64 GiB)");
   positive("strategy.accumulation", static_cast<double>(c.strategy.accumulation));

@@ -5,6 +5,7 @@
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/parallel/ab_training.h"
+#include "lowcomm/parallel/local_sgd.h"
 
 namespace lowcomm::train {
 namespace {
@@ -42,6 +43,22 @@ std::string abResumeKey(const TrainConfig& c) {
   return k;
 }
 
+parallel::LocalSgdOptions localSgdOptions(const TrainConfig& c, int64_t total_steps) {
+  parallel::LocalSgdOptions o;
+  o.period = c.local_sgd.period;
+  o.start_step = runSteps(c.local_sgd.start_step, total_steps);
+  o.average_optimizer = c.local_sgd.average_optimizer;
+  o.hierarchical = c.local_sgd.hierarchical;
+  return o;
+}
+
+// Which ranks hold which weights depends on all four keys.
+std::string localSgdResumeKey(const TrainConfig& c) {
+  const auto& l = c.local_sgd;
+  return "local_sgd/" + std::to_string(l.period) + "/" + std::to_string(l.start_step) + "/" +
+         (l.average_optimizer ? "opt" : "params") + (l.hierarchical ? "/hier" : "");
+}
+
 struct Entry {
   std::function<std::unique_ptr<parallel::Strategy>(const TrainConfig&, const parallel::StrategyContext&, int64_t)> make;
   std::function<std::string(const TrainConfig&)> resume_key;  // null: ""
@@ -54,6 +71,9 @@ const std::map<std::string, Entry>& registry() {
       {"ab", {[](const TrainConfig& c, const parallel::StrategyContext& ctx,
                  int64_t total) { return parallel::makeAbStrategy(ctx, abOptions(c, total)); },
               abResumeKey}},
+      {"local_sgd", {[](const TrainConfig& c, const parallel::StrategyContext& ctx,
+                        int64_t total) { return parallel::makeLocalSgdStrategy(ctx, localSgdOptions(c, total)); },
+                     localSgdResumeKey}},
   };
   return r;
 }

@@ -14,7 +14,7 @@
 #include "lowcomm/train/optim.h"
 #include "lowcomm/train/trainer.h"
 #include "train/checkpoint_params.h"
-#include "train/rank_threads.h"
+#include "train/trainer_threads.h"
 #include "train/temp_dir.h"
 
 using namespace lowcomm;
@@ -23,14 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Runs the trainer on `n` ranks as threads; returns rank 0's summary.
-nlohmann::json runOnThreads(int n, const TrainConfig& c, const TrainOptions& o) {
-  std::vector<nlohmann::json> out(n);
-  const auto errors = test::onRankThreads(n, [&](int r, auto world) { out[r] = runTraining(c, world, o); });
-  for (int r = 0; r < n; ++r)
-    if (!errors[r].empty()) throw std::runtime_error("rank " + std::to_string(r) + ": " + errors[r]);
-  return out[0];
-}
+nlohmann::json runOnThreads(int n, const TrainConfig& c, const TrainOptions& o) { return test::trainOnThreads(n, c, o); }
 
 // Step indices: warmup 0-1, SVD at 2 and AB 2-7, sync at 8 (a full-rank step), full-rank 9,
 // truncation at 10 and AB 10-15, then the final sync. The checkpoints after 6 and 12 steps fall in
@@ -52,13 +45,7 @@ std::vector<torch::Tensor> paramsOf(const fs::path& ckpt, const TrainConfig& c) 
 }
 
 std::vector<nlohmann::json> records(const fs::path& jsonl, const std::string& type) {
-  std::vector<nlohmann::json> out;
-  std::ifstream f(jsonl);
-  for (std::string line; std::getline(f, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j["type"] == type) out.push_back(j);
-  }
-  return out;
+  return test::jsonlRecords(jsonl, type);
 }
 
 }  // namespace
@@ -246,14 +233,7 @@ TEST(AbTrainer, SplitSvdBroadcastsTheOwnersFactors) {
 }
 
 TEST(AbTrainer, ConfigErrorsNameTheKey) {
-  auto msg = [](const std::vector<std::string>& sets) {
-    try {
-      loadConfig("", sets);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto msg = test::configErrorOf;
   EXPECT_NE(msg({"strategy.name=ab", "ab.group_size=0"}).find("ab.group_size"), std::string::npos);
   EXPECT_NE(msg({"strategy.name=ab", "ab.sync_mode=sometimes"}).find("ab.sync_mode"), std::string::npos);
   EXPECT_NE(msg({"strategy.name=ab", "ab.low_rank_cutoff=1.5"}).find("ab.low_rank_cutoff"), std::string::npos);

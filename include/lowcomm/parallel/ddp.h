@@ -115,5 +115,8 @@ class DataParallel {
 void broadcastModel(comm::Communicator& comm, torch::nn::Module& model);
 // Only the check: ConfigError unless every rank has the same parameter names and shapes.
 void checkModel(comm::Communicator& comm, torch::nn::Module& model);
+// Reduces (sum or avg) float32 tensors over `comm` in place, in one allreduce of their
+// concatenation; the same list (shapes, order) on every rank.
+void reduceTensors(comm::Communicator& comm, const std::vector<torch::Tensor>& ts, comm::ReduceOp op);
 
 }  // namespace lowcomm::parallel

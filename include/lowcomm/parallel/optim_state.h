@@ -26,6 +26,11 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 // `t` cut or zero-padded to `sizes` (the leading block along each dimension is kept).
 torch::Tensor resizeLeading(const torch::Tensor& t, torch::IntArrayRef sizes);
 
+// The moment tensors (SGD momentum buffer; Adam/AdamW exp_avg, exp_avg_sq and max_exp_avg_sq
+// when defined) of every parameter that has state, in parameter order: the same list on every
+// rank that took the same steps (local SGD averages them).
+std::vector<torch::Tensor> momentTensors(torch::optim::Optimizer& opt);
+
 class NamedOptimizerState {
  public:
   void rebind(torch::optim::Optimizer& opt, const NamedTensors& params);

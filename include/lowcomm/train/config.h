@@ -82,6 +82,13 @@ struct TrainConfig {
     std::string sync_weights = "equal";    // equal | inverse-loss (groups weighted by 1 / their loss)
     std::string regroup = "none";          // none | random (new groups after every sync)
   } ab;
+  // Local SGD (strategy.name = "local_sgd"; contract in lowcomm/parallel/local_sgd.h).
+  struct {
+    int64_t period = 4;              // local steps between parameter averagings
+    double start_step = 0;           // DDP steps first (post-local SGD); steps or a fraction of the run
+    bool average_optimizer = false;  // average the optimizer's moments with the parameters
+    bool hierarchical = false;       // DDP inside each node every step, averaging across nodes
+  } local_sgd;
   // Gradient compression of the data-parallel strategy ([compress], codec "none" = plain
   // allreduce). compress.seed is taken from the top-level seed.
   compress::CompressConfig compress;
@@ -109,7 +116,7 @@ struct TrainConfig {
 };
 
 // Step-count keys (schedule.warmup_steps, ab.warmup_steps, ab.steps_btw_syncing,
-// ab.ddp_steps_after_sync, ab.lr_rebound_steps) take an integer number of optimizer steps or a
+// ab.ddp_steps_after_sync, ab.lr_rebound_steps, local_sgd.start_step) take an integer number of optimizer steps or a
 // number in (0, 1): that fraction of the run's total steps, rounded (at least 1). So a config can
 // keep a reference run's proportions at any run length.
 int64_t runSteps(double value, int64_t total_steps);
