@@ -89,6 +89,14 @@ def pyplot():
     return plt
 
 
+def strategy_colours(rows):
+    """One colour per strategy, the same in every setting's panels (tab20: up to 20 distinct)."""
+    import matplotlib
+    cmap = matplotlib.colormaps["tab20"] if hasattr(matplotlib, "colormaps") else matplotlib.cm.get_cmap("tab20")
+    order = list(dict.fromkeys(r["strategy"] for r in rows))
+    return {s: cmap(i % 20) for i, s in enumerate(order)}
+
+
 def plot_e2e(path, out, title):
     """bench/e2e rows: accuracy vs wall time and vs wire bytes, one row of panels per setting."""
     try:
@@ -100,15 +108,16 @@ def plot_e2e(path, out, title):
     if not rows:
         fail(f"{path}: no rows")
     plt = pyplot()
+    colour = strategy_colours(rows)
     fig, axes = plt.subplots(len(settings), 2, figsize=(12, 4.2 * len(settings)), squeeze=False)
     for (ax_t, ax_w), setting in zip(axes, settings):
-        for i, r in enumerate(x for x in rows if x["setting"] == setting):
+        for r in (x for x in rows if x["setting"] == setting):
             ev = r.get("evals") or []
             if not ev:
                 continue
             scale = r.get("wire_over_payload") or 1.0
             acc = [e["accuracy"] for e in ev]
-            kw = dict(color=f"C{i % 10}", ms=3, label=r["strategy"])
+            kw = dict(color=colour[r["strategy"]], ms=3, label=r["strategy"])
             ax_t.plot([e["time_s"] for e in ev], acc, "o-", **kw)
             ax_w.plot([max(e["bytes_sent"] * scale, 1) / 1e6 for e in ev], acc, "o-", **kw)
         wired = any(r.get("wire_over_payload") for r in rows if r["setting"] == setting)

@@ -93,11 +93,11 @@ class LocalSgdStrategy : public Strategy {
   }
   std::function<void(torch::serialize::InputArchive&)> stateReader() override {
     return [this](torch::serialize::InputArchive& ar) {
-      torch::Tensor t;
+      torch::Tensor t, u;  // one tensor per key: read() re-points it at the stored storage
       ar.read("step", t);
       step_ = t.item<int64_t>();
-      ar.read("averages", t);
-      averages_ = t.item<int64_t>();
+      ar.read("averages", u);
+      averages_ = u.item<int64_t>();
       build(step_);  // the loaded hook state belongs to the DDP of this step's phase
     };
   }

@@ -189,6 +189,15 @@ const std::map<std::string, Field>& schema() {
       LC_STEPS("local_sgd.start_step", local_sgd.start_step),
       LC_FIELD("local_sgd.average_optimizer", local_sgd.average_optimizer, bool),
       LC_FIELD("local_sgd.hierarchical", local_sgd.hierarchical, bool),
+      LC_FIELD("diloco.period", diloco.period, int64_t),
+      LC_FIELD("diloco.outer_lr", diloco.outer_lr, double),
+      LC_FIELD("diloco.outer_momentum", diloco.outer_momentum, double),
+      LC_FIELD("diloco.nesterov", diloco.nesterov, bool),
+      LC_FIELD("gossip.topology", gossip.topology, std::string),
+      LC_FIELD("gossip.period", gossip.period, int64_t),
+      LC_FIELD("gossip.consensus_every", gossip.consensus_every, int64_t),
+      LC_FIELD("fault.slow_rank", fault.slow_rank, int64_t),
+      LC_FIELD("fault.slow_factor", fault.slow_factor, double),
       LC_FIELD("compress.codec", compress.codec, std::string),
       LC_FIELD("compress.memory", compress.memory, std::string),
       LC_FIELD("compress.ratio", compress.codec_params.ratio, double),
@@ -348,6 +357,15 @@ void validate(const TrainConfig& c, const std::string& where) {
   oneOf(where, "strategy.name", c.strategy.name, strategyNames());
   validateAb(c, where);
   positive("local_sgd.period", static_cast<double>(c.local_sgd.period));
+  positive("diloco.period", static_cast<double>(c.diloco.period));
+  positive("diloco.outer_lr", c.diloco.outer_lr);
+  finite("diloco.outer_lr", c.diloco.outer_lr);
+  if (!(c.diloco.outer_momentum >= 0 && c.diloco.outer_momentum < 1)) bad(where, "diloco.outer_momentum", "must be in [0, 1)");
+  oneOf(where, "gossip.topology", c.gossip.topology, {"ring", "exponential"});
+  positive("gossip.period", static_cast<double>(c.gossip.period));
+  nonneg("gossip.consensus_every", static_cast<double>(c.gossip.consensus_every));
+  if (c.fault.slow_rank < -1) bad(where, "fault.slow_rank", "must be a rank (>= 0) or -1 (none)");
+  if (!(c.fault.slow_factor >= 1 && c.fault.slow_factor <= 100)) bad(where, "fault.slow_factor", "must be in [1, 100]");
   positive("strategy.bucket_mb", c.strategy.bucket_mb);
   if (!(c.strategy.bucket_mb <= 65536)) bad(where, "strategy.bucket_mb", "must be at most 65536 (64 GiB)");
   positive("strategy.accumulation", static_cast<double>(c.strategy.accumulation));

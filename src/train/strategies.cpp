@@ -5,6 +5,8 @@
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/parallel/ab_training.h"
+#include "lowcomm/parallel/diloco.h"
+#include "lowcomm/parallel/gossip.h"
 #include "lowcomm/parallel/local_sgd.h"
 
 namespace lowcomm::train {
@@ -59,6 +61,13 @@ std::string localSgdResumeKey(const TrainConfig& c) {
          (l.average_optimizer ? "opt" : "params") + (l.hierarchical ? "/hier" : "");
 }
 
+parallel::DilocoOptions dilocoOptions(const TrainConfig& c) {
+  return {c.diloco.period, c.diloco.outer_lr, c.diloco.outer_momentum, c.diloco.nesterov};
+}
+
+// The outer state only fits the same period (the outer hyper-parameters may change on resume).
+std::string dilocoResumeKey(const TrainConfig& c) { return "diloco/" + std::to_string(c.diloco.period); }
+
 struct Entry {
   std::function<std::unique_ptr<parallel::Strategy>(const TrainConfig&, const parallel::StrategyContext&, int64_t)> make;
   std::function<std::string(const TrainConfig&)> resume_key;  // null: ""
@@ -74,6 +83,13 @@ const std::map<std::string, Entry>& registry() {
       {"local_sgd", {[](const TrainConfig& c, const parallel::StrategyContext& ctx,
                         int64_t total) { return parallel::makeLocalSgdStrategy(ctx, localSgdOptions(c, total)); },
                      localSgdResumeKey}},
+      {"diloco", {[](const TrainConfig& c, const parallel::StrategyContext& ctx,
+                     int64_t) { return parallel::makeDilocoStrategy(ctx, dilocoOptions(c)); },
+                  dilocoResumeKey}},
+      {"gossip", {[](const TrainConfig& c, const parallel::StrategyContext& ctx, int64_t) {
+                    return parallel::makeGossipStrategy(ctx, {c.gossip.topology, c.gossip.period, c.gossip.consensus_every});
+                  },
+                  [](const TrainConfig& c) { return "gossip/" + c.gossip.topology + "/" + std::to_string(c.gossip.period); }}},
   };
   return r;
 }

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include "autocast.h"
 #include "lowcomm/base/error.h"
@@ -173,6 +174,9 @@ void TrainingRun::build() {
   if (cfg_.data.train_limit > 0) train_ = train_.take(cfg_.data.train_limit);
   if (cfg_.data.test_limit > 0) test_ = test_.take(cfg_.data.test_limit);
   if (train_.height() != train_.width()) throw ConfigError("data.dataset: images must be square");
+  if (cfg_.fault.slow_rank >= n_)
+    throw ConfigError("fault.slow_rank: " + std::to_string(cfg_.fault.slow_rank) + " is not a rank of this " +
+                      std::to_string(n_) + "-rank run");
   checkSameJob(*world_, jobDescription(toToml(cfg_), train_.size(), test_.size(), n_));  // before anything is written
   std::error_code ec;
   fs::create_directories(out_dir_, ec);
@@ -318,6 +322,10 @@ void TrainingRun::trainStep() {
     }
     step_loss += loss.item<double>();
   }
+  if (rank_ == cfg_.fault.slow_rank && cfg_.fault.slow_factor > 1) {  // the benchmark knob: a slower rank
+    TraceScope s(&trace_, "fault-slowdown", "compute", 0);
+    std::this_thread::sleep_for(std::chrono::duration<double>((cfg_.fault.slow_factor - 1) * since(t0)));
+  }
   const double wait_before = strategy_->stats().wait_s;
   strategy_->afterBackward();
   {
@@ -437,6 +445,8 @@ nlohmann::json TrainingRun::summary(double wall) {
       {"straggler_rank", straggler}, {"wait_s_by_rank", waits},
       {"parameters", nn::parameterCount(*model_)}, {"buckets", strategy_->buckets()},
       {"codec", cfg_.compress.codec}, {"compression", compressionJson(compressors_, cfg_)}};
+  if (cfg_.fault.slow_rank >= 0)
+    s["fault"] = {{"slow_rank", cfg_.fault.slow_rank}, {"slow_factor", cfg_.fault.slow_factor}};
   s["restarts"] = opts_.restart_count;
   s["resumes"] = rank_ == 0 ? resumeRecords((out_dir_ / "metrics.jsonl").string()) : nlohmann::json::array();
   if (auto block = strategy_->summary(); !block.is_null()) s[cfg_.strategy.name] = block;

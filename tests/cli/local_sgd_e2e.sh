@@ -3,7 +3,9 @@
 # period 1 and SGD (momentum, weight decay) the final model equals DDP's up to float rounding
 # (stated tolerance 1e-6; the average of linear updates is computed in another order), with
 # period 4 it is far from it; post-local SGD sends gradients first and averages after; the final
-# model_state.pt loads in Python; a bad key fails on every rank naming it.
+# model_state.pt loads in Python; DiLoCo with outer_lr 1 and no momentum equals local SGD with
+# the same period (tolerance 1e-5), and with the paper's outer Nesterov step and a top-k codec on
+# the pseudo-gradient it learns while sending less; a bad key fails on every rank naming it.
 set -euo pipefail
 LOWCOMM=$1
 tmp=$(mktemp -d)
@@ -21,16 +23,21 @@ run ddp
 run h1 --set strategy.name=local_sgd --set local_sgd.period=1
 run h4 --set strategy.name=local_sgd --set local_sgd.period=4
 run post --set strategy.name=local_sgd --set local_sgd.period=4 --set local_sgd.start_step=10
+run diloco_plain --set strategy.name=diloco --set diloco.period=4 --set diloco.outer_lr=1 --set diloco.outer_momentum=0
+run diloco_topk --set strategy.name=diloco --set diloco.period=4 --set compress.codec=topk
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys, torch
 tmp = sys.argv[1]
-state = {k: torch.load(f"{tmp}/run_{k}/model_state.pt") for k in ("ddp", "h1", "h4")}
+state = {k: torch.load(f"{tmp}/run_{k}/model_state.pt") for k in ("ddp", "h1", "h4", "diloco_plain")}
 def diff(a, b):
     return max((state[a][n] - state[b][n]).abs().max().item() for n in state[a])
 d1, d4 = diff("ddp", "h1"), diff("ddp", "h4")
 print(f"max |h1 - ddp| = {d1:.3g}, max |h4 - ddp| = {d4:.3g}")
 assert d1 < 1e-6, f"period 1 does not follow DDP: {d1}"
 assert d4 > 1e-4, f"period 4 follows DDP too closely to show anything: {d4}"
+dd = diff("h4", "diloco_plain")
+print(f"max |diloco(outer_lr 1, momentum 0) - local SGD(4)| = {dd:.3g}")
+assert dd < 1e-5, f"DiLoCo with outer_lr 1 and no momentum does not follow local SGD: {dd}"
 s = {k: json.load(open(f"{tmp}/{k}.json")) for k in ("ddp", "h1", "h4", "post")}
 assert s["h1"]["local_sgd"]["averages"] == 30 and s["h4"]["local_sgd"]["averages"] == 8, (s["h1"]["local_sgd"], s["h4"]["local_sgd"])
 # No gradient crosses the wire in pure local SGD; averages do, 1/4 as often with period 4.
@@ -43,6 +50,11 @@ assert s["h4"]["bytes_sent"] < s["ddp"]["bytes_sent"] / 3, (s["h4"]["bytes_sent"
 p = s["post"]
 assert p["local_sgd"]["averages"] == 5 and p["bytes_by_phase"]["grad"]["sent"] > 0, p
 assert p["test_accuracy"] > 0.3 and s["h4"]["test_accuracy"] > 0.3, (p["test_accuracy"], s["h4"]["test_accuracy"])
+# DiLoCo: 8 outer steps (after 4, 8, ..., 28 and at the end); top-k sends ~1/10 of plain's bytes.
+dp, dk = (json.load(open(f"{tmp}/{k}.json")) for k in ("diloco_plain", "diloco_topk"))
+assert dp["diloco"]["outer_steps"] == 8 and dk["diloco"]["pseudo_gradient_hook"] == "topk", (dp["diloco"], dk["diloco"])
+assert dk["bytes_by_phase"]["outer"]["sent"] < dp["bytes_by_phase"]["outer"]["sent"] / 4, (dk["bytes_by_phase"], dp["bytes_by_phase"])
+assert dk["test_accuracy"] > 0.3, dk["test_accuracy"]
 PY
 # A bad key: every rank names it, non-zero exit.
 if "$LOWCOMM" train --nproc 2 "${common[@]}" --set strategy.name=local_sgd --set local_sgd.period=0 \

@@ -282,6 +282,19 @@ FAILS=$((FAILS + n))
 "$PY" "$PLOT" --e2e "$TMP/cluster.json" -o "$TMP/cluster.png" --title "synthetic cluster" >"$TMP/msg" 2>&1 \
   || { fail "plot.py --e2e with wire rows: exit $?"; cat "$TMP/msg"; }
 check_png "plot.py --e2e with wire rows, two settings" "$TMP/cluster.png"
+# One colour per strategy across settings, whatever order each setting lists them in.
+"$PY" - "$PLOT" >"$TMP/msg" 2>&1 <<'PYEOF' && pass "plot.py --e2e: one colour per strategy in every setting" || { fail "plot.py --e2e colours"; cat "$TMP/msg"; }
+import importlib.machinery, importlib.util, sys
+loader = importlib.machinery.SourceFileLoader("plot", sys.argv[1])
+spec = importlib.util.spec_from_loader("plot", loader)
+plot = importlib.util.module_from_spec(spec)
+loader.exec_module(plot)
+rows = [{"setting": "a", "strategy": s} for s in ("ddp", "topk", "auto")] + \
+       [{"setting": "b", "strategy": s} for s in ("auto", "ddp", "local_sgd4", "topk")]
+c = plot.strategy_colours(rows)
+assert set(c) == {"ddp", "topk", "auto", "local_sgd4"}, c
+assert len(set(c.values())) == 4, c
+PYEOF
 
 # --- 3. a run that is not kept goes to the binary ------------------------------------------------
 "$PY" "$E2E" "$TMP/rerun" --settings local2:ddp+fp16 --target 0.9 --lowcomm "$TMP/fake_lowcomm" >"$TMP/run.out" 2>&1

@@ -38,20 +38,13 @@ TrainConfig localRun(const fs::path& out, const std::string& optimizer, const st
   return loadConfig("", sets);
 }
 
-fs::path ckpt(const fs::path& run, int step, int rank) {
-  return run / ("checkpoints/step" + std::to_string(step) + ".rank" + std::to_string(rank) + ".pt");
-}
+fs::path ckpt(const fs::path& run, int step, int rank) { return test::checkpointOf(run, step, rank); }
 
 std::vector<torch::Tensor> paramsAt(const fs::path& run, int step, int rank, const TrainConfig& c) {
   return test::checkpointParams(ckpt(run, step, rank).string(), c);
 }
 
-bool sameParams(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!torch::equal(a[i], b[i])) return false;
-  return true;
-}
+bool sameParams(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) { return test::sameTensors(a, b); }
 
 // The optimizer moments a checkpoint holds, in parameter order.
 std::vector<torch::Tensor> momentsAt(const fs::path& run, int step, int rank, const TrainConfig& c) {
@@ -153,9 +146,7 @@ TEST_P(LocalSgdResume, FromStepSixContinuesExactly) {
   const auto a = localRun(d.path / "a", GetParam().optimizer, GetParam().extra);
   test::trainOnThreads(4, a, {});
   const auto b = localRun(d.path / "b", GetParam().optimizer, GetParam().extra);
-  fs::create_directories(d.path / "b/checkpoints");
-  for (int r = 0; r < 4; ++r) fs::copy_file(ckpt(d.path / "a", 6, r), ckpt(d.path / "b", 6, r));
-  writeLatest((d.path / "b/checkpoints").string(), 6);
+  test::copyCheckpoints(d.path / "a", d.path / "b", 6, 4);
   TrainOptions resume;
   resume.resume = true;
   const auto s = test::trainOnThreads(4, b, resume);

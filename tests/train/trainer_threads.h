@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/train/checkpoint.h"
 #include "lowcomm/train/config.h"
 #include "lowcomm/train/trainer.h"
 #include "train/rank_threads.h"
@@ -36,6 +37,26 @@ inline std::vector<nlohmann::json> jsonlRecords(const std::filesystem::path& jso
     if (j["type"] == type) out.push_back(j);
   }
   return out;
+}
+
+// A run's checkpoint file of `rank` after `step` steps.
+inline std::filesystem::path checkpointOf(const std::filesystem::path& run, int step, int rank) {
+  return run / ("checkpoints/step" + std::to_string(step) + ".rank" + std::to_string(rank) + ".pt");
+}
+
+// Bit-for-bit equality of two tensor lists.
+inline bool sameTensors(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!torch::equal(a[i], b[i])) return false;
+  return true;
+}
+
+// Makes run `to` resumable from run `from`'s checkpoints after `step` steps (all `n` ranks).
+inline void copyCheckpoints(const std::filesystem::path& from, const std::filesystem::path& to, int step, int n) {
+  std::filesystem::create_directories(to / "checkpoints");
+  for (int r = 0; r < n; ++r) std::filesystem::copy_file(checkpointOf(from, step, r), checkpointOf(to, step, r));
+  train::writeLatest((to / "checkpoints").string(), step);
 }
 
 // The ConfigError message loadConfig("", sets) throws, or "no error".

@@ -89,6 +89,24 @@ struct TrainConfig {
     bool average_optimizer = false;  // average the optimizer's moments with the parameters
     bool hierarchical = false;       // DDP inside each node every step, averaging across nodes
   } local_sgd;
+  // DiLoCo (strategy.name = "diloco"; contract in lowcomm/parallel/diloco.h).
+  struct {
+    int64_t period = 16;          // inner steps between outer steps
+    double outer_lr = 0.7;        // outer SGD learning rate on the averaged pseudo-gradient
+    double outer_momentum = 0.9;  // outer momentum
+    bool nesterov = true;
+  } diloco;
+  // Gossip (strategy.name = "gossip"; contract in lowcomm/parallel/gossip.h).
+  struct {
+    std::string topology = "ring";  // ring | exponential
+    int64_t period = 1;             // steps between mixings
+    int64_t consensus_every = 10;   // mixings between consensus-distance measurements; 0 = never
+  } gossip;
+  // A benchmark knob: one rank made slower, to see which strategies wait for it.
+  struct {
+    int64_t slow_rank = -1;    // the slowed rank; -1 = none
+    double slow_factor = 1.0;  // its forward + backward take this many times as long (it sleeps the rest)
+  } fault;
   // Gradient compression of the data-parallel strategy ([compress], codec "none" = plain
   // allreduce). compress.seed is taken from the top-level seed.
   compress::CompressConfig compress;

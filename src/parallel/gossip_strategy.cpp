@@ -1,0 +1,181 @@
+// `strategy.name = "gossip"` (contract in gossip.h).
+#include <chrono>
+#include <cmath>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/parallel/gossip.h"
+
+namespace lowcomm::parallel {
+
+void validateGossipOptions(const GossipOptions& o, int world) {
+  if (o.topology != "ring" && o.topology != "exponential")
+    throw ConfigError("gossip.topology: must be \"ring\" or \"exponential\", got '" + o.topology + "'");
+  if (o.period < 1) throw ConfigError("gossip.period: must be >= 1, got " + std::to_string(o.period));
+  if (o.consensus_every < 0) throw ConfigError("gossip.consensus_every: must be >= 0");
+  if (o.topology == "exponential" && (world & (world - 1)) != 0)
+    throw ConfigError("gossip.topology = \"exponential\" needs a power-of-two world size, got " + std::to_string(world));
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class GossipStrategy : public Strategy {
+ public:
+  GossipStrategy(const StrategyContext& ctx, const GossipOptions& o) : model_(ctx.model), o_(o), trace_(ctx.trace) {
+    validateGossipOptions(o_, ctx.world->size());
+    comm_ = ctx.world->split(0, ctx.world->rank());
+    broadcastModel(*comm_, *model_);
+    for (auto& p : model_->parameters()) state_.push_back(p.detach());
+    for (auto& b : model_->buffers())
+      if (b.scalar_type() == torch::kFloat32) state_.push_back(b);
+    int64_t n = 0;
+    for (const auto& t : state_) n += t.numel();
+    mine_ = torch::zeros({n}, torch::kFloat32);
+    a_ = torch::zeros({n}, torch::kFloat32);
+    b_ = torch::zeros({n}, torch::kFloat32);
+  }
+
+  std::string beginStep(int64_t) override { return "local"; }
+  std::vector<nlohmann::json> takeEvents() override { return std::exchange(events_, {}); }
+  torch::Tensor forward(const torch::Tensor& x) override { return model_->forward(x); }
+  void setSync(bool) override {}
+  void afterBackward() override {}
+
+  void afterOptimizerStep(int64_t step) override {
+    step_ = step + 1;
+    if (step_ % o_.period != 0 || comm_->size() == 1) return;
+    timed("gossip", [&] { mix(); });
+    ++mixings_;
+    if (o_.consensus_every > 0 && mixings_ % o_.consensus_every == 0) timed("consensus", [&] { measureConsensus(); });
+  }
+
+  void beforeEval() override {}
+  nlohmann::json evalFields() const override { return {{"consensus_distance", consensus_}}; }
+  bool finish(int64_t step) override {
+    step_ = step;
+    if (comm_->size() == 1 || step_ == 0) return false;
+    timed("final-average", [&] {
+      pack(mine_);
+      comm_->allreduce(mine_.data_ptr<float>(), mine_.numel(), comm::DType::f32, comm::ReduceOp::avg);
+      unpack(mine_);
+    });
+    events_.push_back({{"type", "gossip"}, {"event", "final-average"}, {"step", step}});
+    return true;
+  }
+
+  std::function<void(torch::serialize::OutputArchive&)> stateWriter() override {
+    return [this](torch::serialize::OutputArchive& ar) {
+      ar.write("step", torch::tensor(step_, torch::kInt64));
+      ar.write("mixings", torch::tensor(mixings_, torch::kInt64));
+      ar.write("consensus", torch::tensor(consensus_, torch::kFloat64));
+    };
+  }
+  std::function<void(torch::serialize::InputArchive&)> stateReader() override {
+    return [this](torch::serialize::InputArchive& ar) {
+      torch::Tensor t, u, v;  // one tensor per key: read() re-points it at the stored storage
+      ar.read("step", t);
+      step_ = t.item<int64_t>();
+      ar.read("mixings", u);
+      mixings_ = u.item<int64_t>();
+      ar.read("consensus", v);
+      consensus_ = v.item<double>();
+    };
+  }
+
+  BucketHook& hook() override { return plain_; }
+  comm::Communicator* replicas() override { return mixings_ == 0 ? comm_.get() : nullptr; }
+  DdpStats stats() const override { return DdpStats{comm_s_, comm_s_, mixings_}; }
+  size_t buckets() const override { return 0; }
+  nlohmann::json stepFields() const override { return {{"mixings", mixings_}, {"consensus_distance", consensus_}}; }
+  nlohmann::json summary() const override {
+    return {{"topology", o_.topology}, {"period", o_.period}, {"mixings", mixings_},
+            {"consensus_distance", consensus_}, {"consensus_every", o_.consensus_every}};
+  }
+
+ private:
+  template <class F>
+  void timed(const char* phase, F&& f) {
+    TraceScope span(trace_, phase, "comm", 1);
+    const auto t0 = Clock::now();
+    const std::string saved = comm_->phase();
+    comm_->setPhase(phase);
+    torch::NoGradGuard no_grad;
+    f();
+    comm_->setPhase(saved);
+    comm_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+
+  void pack(torch::Tensor& flat) const {
+    int64_t off = 0;
+    for (const auto& t : state_) {
+      flat.narrow(0, off, t.numel()).copy_(t.reshape({-1}));
+      off += t.numel();
+    }
+  }
+  void unpack(const torch::Tensor& flat) {
+    int64_t off = 0;
+    for (auto& t : state_) {
+      t.copy_(flat.narrow(0, off, t.numel()).view(t.sizes()));
+      off += t.numel();
+    }
+  }
+
+  // Sends `out` to `to` and receives `in` from `from` without a cycle of blocking sends: along
+  // each cycle of the shift, even positions send first and odd ones receive first.
+  void shift(const torch::Tensor& out, int to, torch::Tensor& in, int from, bool send_first, uint32_t tag) {
+    const size_t bytes = static_cast<size_t>(out.numel()) * 4;
+    if (send_first) {
+      comm_->send(out.data_ptr<float>(), bytes, to, tag);
+      comm_->recv(in.data_ptr<float>(), bytes, from, tag);
+    } else {
+      comm_->recv(in.data_ptr<float>(), bytes, from, tag);
+      comm_->send(out.data_ptr<float>(), bytes, to, tag);
+    }
+  }
+
+  void mix() {
+    const int n = comm_->size(), r = comm_->rank();
+    pack(mine_);
+    if (o_.topology == "exponential" || n == 2) {
+      int hops = 0;
+      while ((1 << (hops + 1)) <= n) ++hops;  // log2(n)
+      const int d = n == 2 ? 1 : 1 << (mixings_ % hops);
+      shift(mine_, (r + d) % n, a_, (r - d + n) % n, (r / d) % 2 == 0, 1);
+      mine_.add_(a_).mul_(0.5);
+    } else {
+      shift(mine_, (r + 1) % n, a_, (r - 1 + n) % n, r % 2 == 0, 1);  // a_ from the left
+      shift(mine_, (r - 1 + n) % n, b_, (r + 1) % n, r % 2 == 0, 2);  // b_ from the right
+      mine_.add_(a_).add_(b_).div_(3.0);
+    }
+    unpack(mine_);
+  }
+
+  void measureConsensus() {
+    pack(mine_);
+    a_.copy_(mine_);
+    comm_->allreduce(a_.data_ptr<float>(), a_.numel(), comm::DType::f32, comm::ReduceOp::avg);
+    double sq = (mine_ - a_).pow(2).sum().item<double>();
+    comm_->allreduce(&sq, 1, comm::DType::f64, comm::ReduceOp::sum);
+    consensus_ = std::sqrt(sq / comm_->size());
+  }
+
+  std::shared_ptr<nn::Model> model_;
+  GossipOptions o_;
+  Trace* trace_;
+  std::shared_ptr<comm::Communicator> comm_;
+  std::vector<torch::Tensor> state_;  // parameters, then f32 buffers
+  torch::Tensor mine_, a_, b_;
+  AllreduceHook plain_;  // no gradient ever goes through it (the trainer checkpoints its empty state)
+  int64_t step_ = 0, mixings_ = 0;
+  double consensus_ = 0, comm_s_ = 0;
+  std::vector<nlohmann::json> events_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> makeGossipStrategy(const StrategyContext& ctx, const GossipOptions& o) {
+  return std::make_unique<GossipStrategy>(ctx, o);
+}
+
+}  // namespace lowcomm::parallel
