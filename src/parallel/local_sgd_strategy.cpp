@@ -16,39 +16,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Ranks of each node must be as many on every node: averaging runs over one rank per node.
-int localIndex(const std::vector<int>& node_of, int rank) {
-  int index = 0;
-  for (int r = 0; r < rank; ++r) index += node_of[r] == node_of[rank];
-  return index;
-}
-
-void checkEqualNodes(const std::vector<int>& node_of) {
-  std::vector<int> count;
-  for (int n : node_of) {
-    if (n >= static_cast<int>(count.size())) count.resize(n + 1, 0);
-    ++count[n];
-  }
-  for (int c : count)
-    if (c != count[0])
-      throw ConfigError("local_sgd.hierarchical: nodes must have the same number of ranks (node 0 has " +
-                        std::to_string(count[0]) + ", another has " + std::to_string(c) + ")");
-}
-
 class LocalSgdStrategy : public Strategy {
  public:
   LocalSgdStrategy(const StrategyContext& ctx, const LocalSgdOptions& o)
       : model_(ctx.model), opt_(ctx.optimizer), o_(o), ddp_opts_(ctx.ddp), hooks_(ctx.hooks), trace_(ctx.trace) {
     validateLocalSgdOptions(o_);
     auto& world = *ctx.world;
-    const auto& node_of = world.nodeOf();
-    if (o_.hierarchical) checkEqualNodes(node_of);
     world_ = world.split(0, world.rank());
     ddp_world_ = world.split(0, world.rank());
-    if (o_.hierarchical) {
-      node_ = world.split(node_of[world.rank()], world.rank());
-      across_ = world.split(localIndex(node_of, world.rank()), node_of[world.rank()]);
-    }
+    if (o_.hierarchical) node_ = world.split(world.nodeOf()[world.rank()], world.rank());
     broadcastModel(*world_, *model_);
     ddp_opts_.broadcast_initial = false;
     ddp_opts_.split_comm = false;
@@ -144,8 +120,10 @@ class LocalSgdStrategy : public Strategy {
     in_node_ = in_node;
   }
 
-  // Parameters, float buffers and (optionally) the optimizer's moments averaged in one allreduce,
-  // across the nodes when hierarchical (the node's ranks already agree).
+  // Parameters, float buffers and (optionally) the optimizer's moments averaged in one allreduce
+  // over the world. When hierarchical the ranks of a node already agree, and the world's
+  // allreduce on several nodes is itself hierarchical (shared memory inside a node, one exchange
+  // between the nodes), so the inter-node bytes are those of one rank per node.
   void average() {
     TraceScope span(trace_, "average", "comm", 1);
     const auto t0 = Clock::now();
@@ -155,7 +133,7 @@ class LocalSgdStrategy : public Strategy {
       if (b.scalar_type() == torch::kFloat32) ts.push_back(b);
     if (o_.average_optimizer)
       for (auto& m : momentTensors(*opt_)) ts.push_back(m);
-    auto& comm = o_.hierarchical ? *across_ : *world_;
+    auto& comm = *world_;
     const std::string saved = comm.phase();
     comm.setPhase("average");
     reduceTensors(comm, ts, comm::ReduceOp::avg);
@@ -170,7 +148,7 @@ class LocalSgdStrategy : public Strategy {
   DdpOptions ddp_opts_;
   HookFactory hooks_;
   Trace* trace_;
-  std::shared_ptr<comm::Communicator> world_, ddp_world_, node_, across_;
+  std::shared_ptr<comm::Communicator> world_, ddp_world_, node_;
   std::unique_ptr<DataParallel> ddp_;
   bool in_node_ = false;
   DdpStats past_;

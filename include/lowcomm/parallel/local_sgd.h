@@ -7,8 +7,8 @@
 //   steps are plain DDP over the world, local steps follow.
 // - Hierarchical averaging (Intra-Inter co-design): in the local phase a DDP inside each node
 //   (shared memory) averages gradients at every step and the parameters are averaged across the
-//   nodes every `period` steps, over one rank per node, so no byte of it stays inside a node.
-//   Nodes must have equal sizes.
+//   nodes every `period` steps by the world's allreduce, which on several nodes is hierarchical
+//   itself (shared memory inside each node, one exchange between the nodes).
 // - Averaging happens after optimizer step s (0-based) when s + 1 - start_step is a positive
 //   multiple of `period`; at the end of training an average of the last partial period makes
 //   every rank hold the same final model. Floating-point buffers (BatchNorm statistics) are
