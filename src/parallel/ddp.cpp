@@ -41,6 +41,7 @@ DataParallel::DataParallel(std::shared_ptr<comm::Communicator> world, std::share
       trace_(trace) {
   LC_ENFORCE(world && model_, "DataParallel needs a communicator and a model");
   if (opts_.bucket_bytes < 4) throw ConfigError("bucket size must be at least 4 bytes");
+  LC_ENFORCE(opts_.pad_to >= 1, "DataParallel: pad_to must be positive");
   if (opts_.broadcast_initial) broadcastModel(*world, *model_);
   else checkModel(*world, *model_);
   comm_ = opts_.split_comm ? world->split(0, world->rank()) : world;
@@ -70,6 +71,19 @@ DataParallel::~DataParallel() {
   }
 }
 
+std::vector<torch::Tensor> DataParallel::parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : params_) out.push_back(p.tensor);
+  return out;
+}
+
+int64_t DataParallel::bufferBytes() const {
+  int64_t n = 0;
+  for (const auto& b : buckets_)
+    if (b.flat.defined()) n += b.flat.numel() * 4;
+  return n;
+}
+
 void DataParallel::buildBuckets() {
   const int n = static_cast<int>(params_.size());
   bucket_of_.assign(n, -1);
@@ -79,7 +93,9 @@ void DataParallel::buildBuckets() {
     if (cur.params.empty()) return;
     cur.index = static_cast<int>(buckets_.size());
     cur.offsets.push_back(elems);
-    cur.flat = torch::zeros({elems}, torch::kFloat32);
+    const int64_t padded = (elems + opts_.pad_to - 1) / opts_.pad_to * opts_.pad_to;
+    if (!opts_.release_grads) cur.flat = torch::zeros({padded}, torch::kFloat32);
+    bucket_elems_.push_back(padded);
     buckets_.push_back(std::move(cur));
     cur = GradBucket{};
     elems = 0;
@@ -123,10 +139,12 @@ void DataParallel::onGradReady(int i) {
   const int b = bucket_of_[i];
   GradBucket& bucket = buckets_[b];
   const auto pos = std::find(bucket.params.begin(), bucket.params.end(), i) - bucket.params.begin();
-  const auto& grad = params_[i].tensor.grad();
+  if (!bucket.flat.defined()) bucket.flat = torch::zeros({bucket_elems_[b]}, torch::kFloat32);
+  auto& grad = params_[i].tensor.mutable_grad();
   auto slot = bucket.flat.narrow(0, bucket.offsets[pos], params_[i].tensor.numel());
   if (grad.defined()) slot.copy_(grad.reshape({-1}));
   else slot.zero_();
+  if (opts_.release_grads) grad.reset();
   if (--pending_[b] == 0 && opts_.overlap) launchReady(false);
 }
 
@@ -135,6 +153,7 @@ void DataParallel::onGradReady(int i) {
 void DataParallel::launchReady(bool force) {
   while (next_launch_ < static_cast<int>(buckets_.size()) && (force || pending_[next_launch_] == 0)) {
     GradBucket& bucket = buckets_[next_launch_];
+    if (!bucket.flat.defined()) bucket.flat = torch::zeros({bucket_elems_[next_launch_]}, torch::kFloat32);
     if (pending_[next_launch_] > 0) {  // unused parameters this step: they contribute zeros
       for (size_t k = 0; k < bucket.params.size(); ++k) {
         const int p = bucket.params[k];
@@ -147,6 +166,7 @@ void DataParallel::launchReady(bool force) {
     thread_->submit([this, &bucket] {
       const auto t0 = Trace::Clock::now();
       hook_->run(*comm_, bucket);
+      if (opts_.release_grads) bucket.flat = torch::Tensor();
       const auto t1 = Trace::Clock::now();
       {
         std::lock_guard<std::mutex> lock(stats_mu_);
@@ -176,6 +196,10 @@ void DataParallel::finish() {
     stats_.buckets += static_cast<int64_t>(buckets_.size());
   }
   if (trace_) trace_->complete("wait for gradients", "wait", 0, t0, t1);
+  if (!opts_.grads_to_params) {
+    resetStep();
+    return;
+  }
   torch::NoGradGuard no_grad;
   for (auto& bucket : buckets_)
     for (size_t k = 0; k < bucket.params.size(); ++k) {

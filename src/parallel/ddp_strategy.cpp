@@ -18,6 +18,7 @@ class DdpStrategy : public Strategy {
   comm::Communicator* replicas() override { return &ddp_.comm(); }
   DdpStats stats() const override { return ddp_.stats(); }
   size_t buckets() const override { return ddp_.buckets().size(); }
+  int64_t bufferBytes() const override { return ddp_.bufferBytes(); }
 
  private:
   std::shared_ptr<nn::Model> model_;

@@ -153,6 +153,7 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("strategy.bucket_mb", strategy.bucket_mb, double),
       LC_FIELD("strategy.overlap", strategy.overlap, bool),
       LC_FIELD("strategy.accumulation", strategy.accumulation, int64_t),
+      LC_FIELD("strategy.zero", strategy.zero, int64_t),
       {"ab.group_size", Field{[](TrainConfig& c, const toml::node& n, const std::string& w) {
                                 if (auto v = n.value_exact<std::string>()) {
                                   if (*v == "node") c.ab.group_size = -2;
@@ -370,6 +371,12 @@ void validate(const TrainConfig& c, const std::string& where) {
   if (!(c.strategy.bucket_mb <= 65536)) bad(where, "strategy.bucket_mb", "must be at most 65536 (64 GiB)");
   positive("strategy.accumulation", static_cast<double>(c.strategy.accumulation));
   validateCompress(c, where);
+  if (c.strategy.zero < 0 || c.strategy.zero > 2) bad(where, "strategy.zero", "must be 0 (off), 1 or 2");
+  if (c.strategy.zero != 0 && c.strategy.name != "ddp")
+    bad(where, "strategy.zero", "shards data parallelism: it needs strategy.name = \"ddp\", not \"" + c.strategy.name + "\"");
+  if (c.strategy.zero != 0 && c.compress.codec != "none")
+    bad(where, "strategy.zero", "reduce-scatters plain f32 gradients: it needs compress.codec = \"none\", not \"" +
+                                    c.compress.codec + "\"");
   positive("comm.timeout_s", static_cast<double>(c.comm.timeout_s));
   // Deadlines are steady_clock time points in nanoseconds: a timeout of centuries overflows them.
   if (c.comm.timeout_s > kMaxTimeoutS) bad(where, "comm.timeout_s", "must be at most " + std::to_string(kMaxTimeoutS) + " (30 days)");

@@ -8,6 +8,7 @@
 #include "lowcomm/parallel/diloco.h"
 #include "lowcomm/parallel/gossip.h"
 #include "lowcomm/parallel/local_sgd.h"
+#include "lowcomm/parallel/zero.h"
 
 namespace lowcomm::train {
 namespace {
@@ -75,8 +76,11 @@ struct Entry {
 
 const std::map<std::string, Entry>& registry() {
   static const std::map<std::string, Entry> r = {
-      {"ddp", {[](const TrainConfig&, const parallel::StrategyContext& ctx, int64_t) { return parallel::makeDdpStrategy(ctx); },
-               nullptr}},
+      {"ddp", {[](const TrainConfig& c, const parallel::StrategyContext& ctx, int64_t) {
+                 return c.strategy.zero ? parallel::makeZeroStrategy(ctx, static_cast<int>(c.strategy.zero))
+                                        : parallel::makeDdpStrategy(ctx);
+               },
+               [](const TrainConfig& c) { return c.strategy.zero ? std::string("zero") : std::string(); }}},
       {"ab", {[](const TrainConfig& c, const parallel::StrategyContext& ctx,
                  int64_t total) { return parallel::makeAbStrategy(ctx, abOptions(c, total)); },
               abResumeKey}},

@@ -6,6 +6,8 @@
 #include <map>
 #include <thread>
 
+#include <sys/resource.h>
+
 #include "autocast.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/base/trace.h"
@@ -13,6 +15,7 @@
 #include "lowcomm/data/loader.h"
 #include "lowcomm/nn/models.h"
 #include "lowcomm/parallel/compress_hook.h"
+#include "lowcomm/parallel/optim_state.h"
 #include "lowcomm/parallel/strategy.h"
 #include "lowcomm/train/checkpoint.h"
 #include "lowcomm/train/checkpoint_schedule.h"
@@ -94,6 +97,28 @@ nlohmann::json compressionJson(const std::vector<std::shared_ptr<compress::Compr
           {"memory", cfg.compress.memory == "default" ? compress::defaultMemory(cfg.compress.codec) : cfg.compress.memory},
           {"raw_bytes", s.raw_bytes}, {"payload_bytes", s.payload_bytes}, {"ratio", s.ratio()},
           {"codec_s", s.codec_s}, {"decisions", c->decisions()}};
+}
+
+// The process's peak resident set (getrusage reports KiB on Linux).
+int64_t peakRssBytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;
+}
+
+// What this rank holds at the end of training, and the largest peak resident set over the ranks.
+nlohmann::json memoryJson(comm::Communicator& world, nn::Model& model, torch::optim::Optimizer& opt,
+                          const parallel::Strategy& strategy) {
+  auto bytes = [](const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; };
+  int64_t params = 0, grads = 0, state = 0;
+  for (const auto& p : model.parameters()) params += bytes(p), grads += bytes(p.grad());
+  for (const auto& t : parallel::momentTensors(opt)) state += bytes(t);
+  double rss = static_cast<double>(peakRssBytes());
+  world.allreduce(&rss, 1, comm::DType::f64, comm::ReduceOp::max);
+  return {{"parameter_bytes", params}, {"gradient_bytes", grads}, {"optimizer_state_bytes", state},
+          {"strategy_buffer_bytes", strategy.bufferBytes()},
+          {"model_state_bytes", params + grads + state + strategy.bufferBytes()},
+          {"peak_rss_bytes_max_rank", static_cast<int64_t>(rss)}};
 }
 
 // Sums over the steps of one logging window.
@@ -330,7 +355,8 @@ void TrainingRun::trainStep() {
   strategy_->afterBackward();
   {
     TraceScope s(&trace_, "optimizer", "compute", 0);
-    if (cfg_.optimizer.grad_clip > 0) torch::nn::utils::clip_grad_norm_(model_->parameters(), cfg_.optimizer.grad_clip);
+    if (cfg_.optimizer.grad_clip > 0 && !strategy_->clipGradients(cfg_.optimizer.grad_clip))
+      torch::nn::utils::clip_grad_norm_(model_->parameters(), cfg_.optimizer.grad_clip);
     last_lr_ = strategy_->lr(step_, schedule_->at(step_));
     for (auto& g : optimizer_->param_groups()) g.options().set_lr(last_lr_);
     optimizer_->step();
@@ -444,7 +470,8 @@ nlohmann::json TrainingRun::summary(double wall) {
       {"comm_hidden_fraction", st.comm_s > 0 ? std::max(0.0, 1.0 - st.wait_s / st.comm_s) : 0.0},
       {"straggler_rank", straggler}, {"wait_s_by_rank", waits},
       {"parameters", nn::parameterCount(*model_)}, {"buckets", strategy_->buckets()},
-      {"codec", cfg_.compress.codec}, {"compression", compressionJson(compressors_, cfg_)}};
+      {"codec", cfg_.compress.codec}, {"compression", compressionJson(compressors_, cfg_)},
+      {"memory", memoryJson(*world_, *model_, *optimizer_, *strategy_)}};
   if (cfg_.fault.slow_rank >= 0)
     s["fault"] = {{"slow_rank", cfg_.fault.slow_rank}, {"slow_factor", cfg_.fault.slow_factor}};
   s["restarts"] = opts_.restart_count;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <map>
+
 #include "comm/harness.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/parallel/ddp.h"
@@ -227,6 +229,58 @@ TEST(Ddp, StatsAreReadableWhileBucketsAreInFlight) {
     }
     EXPECT_EQ(end.buckets, steps * static_cast<int64_t>(ddp.buckets().size()));
     EXPECT_GT(end.comm_s, 0.0);
+  });
+}
+
+// The mode ZeRO-2 builds on: buckets padded to a multiple of 3, each bucket's buffer alive only
+// while its hook runs, every .grad released once copied, and finish() writing nothing back. The
+// hook still sees the padded local gradients (zeros in the padding) and returns their average.
+struct CopyOutHook : BucketHook {
+  std::string name() const override { return "copy-out"; }
+  void run(comm::Communicator& comm, GradBucket& b) override {
+    padding_zero = padding_zero && b.flat.numel() % 3 == 0 &&
+                   b.flat.narrow(0, b.offsets.back(), b.flat.numel() - b.offsets.back()).abs().sum().item<float>() == 0;
+    comm.allreduce(b.flat.data_ptr<float>(), b.flat.numel(), comm::DType::f32, comm::ReduceOp::avg);
+    out[b.index] = b.flat.clone();
+  }
+  std::map<int, torch::Tensor> out;
+  bool padding_zero = true;
+};
+
+TEST(Ddp, ReleasedGradientsAndTransientBucketsStillAverage) {
+  const int n = 3, per = 4;
+  const Data d = globalBatch(n * per);
+  auto want = mlp(0);
+  torch::nn::functional::cross_entropy(forward(*want, d.x), d.y).backward();
+  auto comms = test::makeComms(n);
+  std::vector<std::shared_ptr<torch::nn::Module>> models{mlp(0), mlp(0), mlp(0)};
+  test::onRanks(n, [&](int r) {
+    DdpOptions o;
+    o.bucket_bytes = 300;
+    o.release_grads = true;
+    o.grads_to_params = false;
+    o.pad_to = 3;
+    auto hook = std::make_shared<CopyOutHook>();
+    DataParallel ddp(comms[r], models[r], o, hook);
+    EXPECT_EQ(ddp.bufferBytes(), 0);
+    for (int s = 0; s < 2; ++s) {  // the second step re-creates the buffers
+      torch::nn::functional::cross_entropy(forward(*models[r], d.x.narrow(0, r * per, per)), d.y.narrow(0, r * per, per))
+          .backward();
+      ddp.finish();
+      EXPECT_EQ(ddp.bufferBytes(), 0) << "step " << s;
+      for (const auto& p : models[r]->parameters()) EXPECT_FALSE(p.grad().defined()) << "step " << s;
+    }
+    EXPECT_TRUE(hook->padding_zero);
+    const auto params = ddp.parameters();
+    const auto ref = want->parameters();
+    ASSERT_EQ(hook->out.size(), ddp.buckets().size());
+    for (const auto& b : ddp.buckets()) {
+      EXPECT_EQ(hook->out[b.index].numel(), ddp.bucketElems(b.index));
+      for (size_t k = 0; k < b.params.size(); ++k) {
+        const auto got = hook->out[b.index].narrow(0, b.offsets[k], params[b.params[k]].numel());
+        EXPECT_TRUE(torch::allclose(got, ref[b.params[k]].grad().reshape({-1}), 1e-5, 1e-6)) << b.names[k];
+      }
+    }
   });
 }
 

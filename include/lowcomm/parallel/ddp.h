@@ -45,6 +45,15 @@ struct DdpOptions {
   // Trainable parameters whose names end with one of these stay local: their gradients are
   // neither bucketed nor averaged (AB-training's `individual` setup trains its factor alone).
   std::vector<std::string> local_suffixes;
+  // For a strategy that reduces buckets into its own buffers (ZeRO's reduce-scatter):
+  // false: finish() leaves .grad as backward wrote it (the hook's result stays in the bucket).
+  bool grads_to_params = true;
+  // true: on a synchronised backward each parameter's .grad is released once copied into its
+  // bucket, and a bucket's buffer exists only from its first gradient until its hook returned
+  // (gradient memory: the buckets in flight instead of every gradient twice).
+  bool release_grads = false;
+  // Bucket buffers are zero-padded to a multiple of this many elements (reduce-scatter blocks).
+  int64_t pad_to = 1;
 };
 
 struct DdpStats {
@@ -71,6 +80,12 @@ class DataParallel {
   void averageBuffers();
 
   const std::vector<GradBucket>& buckets() const { return buckets_; }
+  // Elements of bucket b's buffer (its gradients, then zero padding up to a multiple of pad_to).
+  int64_t bucketElems(size_t b) const { return bucket_elems_[b]; }
+  // The synchronised parameters, indexed as GradBucket::params.
+  std::vector<torch::Tensor> parameters() const;
+  // Bytes of the bucket buffers allocated now.
+  int64_t bufferBytes() const;
   // The communication thread adds to the stats while the training thread reads them: both lock.
   DdpStats stats() const {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -98,6 +113,7 @@ class DataParallel {
   Trace* trace_;
   std::vector<Param> params_;
   std::vector<GradBucket> buckets_;
+  std::vector<int64_t> bucket_elems_;
   std::vector<int> pending_;       // per bucket: parameters not ready yet this step
   std::vector<int> bucket_of_;     // per parameter
   std::vector<bool> ready_;        // per parameter

@@ -10,7 +10,8 @@
 //   events = takeEvents()                 structural changes, written to metrics.jsonl as is
 //   per micro-batch: setSync(last one); loss(forward(x)).backward()
 //   afterBackward()                       gradients are final (synchronised) after it
-//   clip gradients; set lr(step, scheduled); optimizer.step(); zero_grad()
+//   clipGradients(max) or, when it declines, clip the model's .grad;
+//   set lr(step, scheduled); optimizer.step(); zero_grad()
 //   afterOptimizerStep(step); observeLoss(this rank's step loss)
 // Evaluation: beforeEval(), then forward() in eval mode; every rank evaluates its shard.
 // End of training: finish(step), takeEvents(), the final evaluation and checkpoint.
@@ -63,6 +64,10 @@ class Strategy {
   virtual void setSync(bool sync) = 0;
   // After the step's last backward: waits for the gradient communication; .grad is final.
   virtual void afterBackward() = 0;
+  // Clips the gradients the optimizer will use to a global L2 norm of `max_norm` (as
+  // torch::nn::utils::clip_grad_norm_) and returns true, or returns false and the trainer clips
+  // the model's .grad (a strategy whose optimizer steps other tensors must do it itself).
+  virtual bool clipGradients(double max_norm) { return false; }
   // The learning rate for `step` given the scheduled one.
   virtual double lr(int64_t step, double scheduled) const { return scheduled; }
   virtual void afterOptimizerStep(int64_t step) {}
@@ -89,13 +94,18 @@ class Strategy {
   // Communication statistics over the whole run (every DDP instance the strategy built).
   virtual DdpStats stats() const = 0;
   virtual size_t buckets() const = 0;
+  // Bytes of gradient and parameter buffers the strategy holds now besides the model's own
+  // parameters, their .grad and the optimizer's state (DDP's buckets, ZeRO's shards); 0: none
+  // reported.
+  virtual int64_t bufferBytes() const { return 0; }
   // Extra fields of each logged step record.
   virtual nlohmann::json stepFields() const { return nlohmann::json::object(); }
   // The strategy's block of the summary, written under its `strategy.name` (null: none).
   virtual nlohmann::json summary() const { return nullptr; }
 };
 
-// Plain data parallelism (`strategy.name = "ddp"`): one DataParallel over the world.
+// Plain data parallelism (`strategy.name = "ddp"`, `strategy.zero = 0`): one DataParallel over
+// the world. With ZeRO stage 1 or 2: lowcomm/parallel/zero.h.
 std::unique_ptr<Strategy> makeDdpStrategy(const StrategyContext& ctx);
 
 }  // namespace lowcomm::parallel

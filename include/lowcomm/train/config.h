@@ -58,6 +58,7 @@ struct TrainConfig {
     double bucket_mb = 25.0;
     bool overlap = true;
     int64_t accumulation = 1;  // micro-batches per optimizer step
+    int64_t zero = 0;  // ddp only: ZeRO stage 1 or 2 (lowcomm/parallel/zero.h), 0 = off
   } strategy;
   // AB-training (strategy.name = "ab"; AB_TRAINING.md). Defaults follow the reference's
   // experiment configs where they are not step counts.
