@@ -250,6 +250,28 @@ void Communicator::recv(void* buf, size_t bytes, int src, uint32_t tag) {
   ex.wait(ex.irecv(src, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag));
 }
 
+void Communicator::exchange(const std::vector<P2P>& sends, const std::vector<P2P>& recvs, uint32_t tag) {
+  auto check = [&](const std::vector<P2P>& msgs, const char* what) {
+    std::vector<bool> seen(size_, false);
+    for (const auto& m : msgs) {
+      if (m.peer < 0 || m.peer >= size_ || m.peer == rank_)
+        throw ConfigError(std::string("exchange: ") + what + " rank " + std::to_string(m.peer) +
+                          " is not another rank of this communicator");
+      if (seen[m.peer])
+        throw ConfigError(std::string("exchange: two ") + what + " messages with rank " + std::to_string(m.peer) +
+                          " in one call");
+      seen[m.peer] = true;
+    }
+  };
+  check(sends, "send to");
+  check(recvs, "receive from");
+  Exchange ex(*link_, *meter_, "exchange", phase_, opts_.timeout, Link::kP2PSeq);
+  const uint64_t slot = (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag;
+  for (const auto& m : recvs) ex.irecv(m.peer, m.buf, m.bytes, slot);
+  for (const auto& m : sends) ex.isend(m.peer, m.buf, m.bytes, slot);
+  ex.waitAll();
+}
+
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   std::vector<int32_t> mine = {color, key, rank_};
   std::vector<int32_t> all(3 * size_);

@@ -121,31 +121,23 @@ class GossipStrategy : public Strategy {
     }
   }
 
-  // Sends `out` to `to` and receives `in` from `from` without a cycle of blocking sends: along
-  // each cycle of the shift, even positions send first and odd ones receive first.
-  void shift(const torch::Tensor& out, int to, torch::Tensor& in, int from, bool send_first, uint32_t tag) {
-    const size_t bytes = static_cast<size_t>(out.numel()) * 4;
-    if (send_first) {
-      comm_->send(out.data_ptr<float>(), bytes, to, tag);
-      comm_->recv(in.data_ptr<float>(), bytes, from, tag);
-    } else {
-      comm_->recv(in.data_ptr<float>(), bytes, from, tag);
-      comm_->send(out.data_ptr<float>(), bytes, to, tag);
-    }
-  }
-
+  // Every message of a mixing is posted at once: on the ring each link carries one message in
+  // each direction at the same time.
   void mix() {
     const int n = comm_->size(), r = comm_->rank();
     pack(mine_);
+    const size_t bytes = static_cast<size_t>(mine_.numel()) * 4;
+    float* mine = mine_.data_ptr<float>();
     if (o_.topology == "exponential" || n == 2) {
       int hops = 0;
       while ((1 << (hops + 1)) <= n) ++hops;  // log2(n)
       const int d = n == 2 ? 1 : 1 << (mixings_ % hops);
-      shift(mine_, (r + d) % n, a_, (r - d + n) % n, (r / d) % 2 == 0, 1);
+      comm_->exchange({{(r + d) % n, mine, bytes}}, {{(r - d + n) % n, a_.data_ptr<float>(), bytes}}, 1);
       mine_.add_(a_).mul_(0.5);
     } else {
-      shift(mine_, (r + 1) % n, a_, (r - 1 + n) % n, r % 2 == 0, 1);  // a_ from the left
-      shift(mine_, (r - 1 + n) % n, b_, (r + 1) % n, r % 2 == 0, 2);  // b_ from the right
+      const int left = (r - 1 + n) % n, right = (r + 1) % n;
+      comm_->exchange({{right, mine, bytes}, {left, mine, bytes}},
+                      {{left, a_.data_ptr<float>(), bytes}, {right, b_.data_ptr<float>(), bytes}}, 1);
       mine_.add_(a_).add_(b_).div_(3.0);
     }
     unpack(mine_);

@@ -40,18 +40,33 @@ std::string checkpointFile(const std::string& dir, int64_t step, int rank) {
 }
 
 void writeFileAtomically(const std::string& path, const std::string& bytes) {
+  writeFileAtomicallyWith(path, [&](const FileSink& sink) { sink(bytes.data(), bytes.size()); });
+}
+
+void writeFileAtomicallyWith(const std::string& path, const std::function<void(const FileSink&)>& fill) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) ioFail(path, "open '" + tmp + "'", errno);
-  for (size_t done = 0; done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      ioFailTmp(path, tmp, "write '" + tmp + "'", err);
+  int write_err = 0;
+  const FileSink sink = [&](const void* data, size_t size) {
+    const char* p = static_cast<const char*>(data);
+    for (size_t done = 0; done < size && write_err == 0;) {
+      const ssize_t n = ::write(fd, p + done, size - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) write_err = n < 0 ? errno : EIO;
+      else done += static_cast<size_t>(n);
     }
-    done += static_cast<size_t>(n);
+  };
+  try {
+    fill(sink);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (write_err != 0) {
+    ::close(fd);
+    ioFailTmp(path, tmp, "write '" + tmp + "'", write_err);
   }
   if (::fsync(fd) != 0) {
     const int err = errno;
@@ -99,9 +114,14 @@ void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::op
     ar.write("strategy", st);
   }
   ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
-  std::ostringstream os;
-  ar.save_to(os);
-  writeFileAtomically(path, os.str());
+  // Streamed to the file: no copy of the archive in memory (it is as large as the model and the
+  // optimizer state together).
+  writeFileAtomicallyWith(path, [&](const FileSink& sink) {
+    ar.save_to([&](const void* data, size_t size) {
+      sink(data, size);
+      return size;
+    });
+  });
 }
 
 void loadStrategySection(const std::string& path, const SectionReader& read) {
@@ -236,7 +256,7 @@ void savePythonStateDict(const std::string& path, torch::nn::Module& model) {
   for (const auto& p : model.named_parameters()) dict.insert(p.key(), p.value().detach().clone());
   for (const auto& b : model.named_buffers()) dict.insert(b.key(), b.value().detach().clone());
   const auto bytes = torch::pickle_save(c10::IValue(dict));
-  writeFileAtomically(path, std::string(bytes.begin(), bytes.end()));
+  writeFileAtomicallyWith(path, [&](const FileSink& sink) { sink(bytes.data(), bytes.size()); });
 }
 
 }  // namespace lowcomm::train

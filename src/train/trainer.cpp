@@ -106,7 +106,8 @@ int64_t peakRssBytes() {
   return static_cast<int64_t>(u.ru_maxrss) * 1024;
 }
 
-// What this rank holds at the end of training, and the largest peak resident set over the ranks.
+// What this rank holds at the end of training, and the largest peak resident set over the ranks
+// (collective: every rank calls it).
 nlohmann::json memoryJson(comm::Communicator& world, nn::Model& model, torch::optim::Optimizer& opt,
                           const parallel::Strategy& strategy) {
   auto bytes = [](const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; };
@@ -174,6 +175,7 @@ class TrainingRun {
   int64_t last_eval_step_ = -1, step_ = 0;
   Window win_;
   double total_compute_ = 0, last_lr_ = 0;
+  nlohmann::json memory_;
 };
 
 TrainingRun::TrainingRun(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> world, const TrainOptions& opts)
@@ -428,6 +430,7 @@ nlohmann::json TrainingRun::run() {
     if (jsonl_) jsonl_->write(withBytes(e));
   if (last_eval_step_ != step_) evalNow(loader_->position().epoch + 1, /*final=*/true);
   const double wall = since(t_start_);
+  memory_ = memoryJson(*world_, *model_, *optimizer_, *strategy_);  // before the final checkpoint's own peak
   saveAt(step_);
   if (rank_ == 0) savePythonStateDict((out_dir_ / "model_state.pt").string(), *model_);
   if (!opts_.timeline_path.empty()) writeTimeline(*world_, trace_, opts_.timeline_path);
@@ -471,7 +474,10 @@ nlohmann::json TrainingRun::summary(double wall) {
       {"straggler_rank", straggler}, {"wait_s_by_rank", waits},
       {"parameters", nn::parameterCount(*model_)}, {"buckets", strategy_->buckets()},
       {"codec", cfg_.compress.codec}, {"compression", compressionJson(compressors_, cfg_)},
-      {"memory", memoryJson(*world_, *model_, *optimizer_, *strategy_)}};
+      {"memory", memory_}};
+  double rss = static_cast<double>(peakRssBytes());  // serialising the final checkpoint included
+  world_->allreduce(&rss, 1, comm::DType::f64, comm::ReduceOp::max);
+  s["memory"]["peak_rss_with_checkpoint_bytes_max_rank"] = static_cast<int64_t>(rss);
   if (cfg_.fault.slow_rank >= 0)
     s["fault"] = {{"slow_rank", cfg_.fault.slow_rank}, {"slow_factor", cfg_.fault.slow_factor}};
   s["restarts"] = opts_.restart_count;

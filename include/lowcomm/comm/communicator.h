@@ -85,6 +85,17 @@ class Communicator {
   // receiver has posted the matching recv (rendezvous, like MPI_Ssend): order calls to avoid cycles.
   void send(const void* buf, size_t bytes, int dst, uint32_t tag = 0);
   void recv(void* buf, size_t bytes, int src, uint32_t tag = 0);
+  // Posts every send and receive at once and returns when all completed (like a batch of
+  // MPI_Isend/MPI_Irecv and MPI_Waitall): a ring of exchange() calls cannot deadlock, and a rank
+  // sending to both neighbours while receiving from both uses each link in both directions at
+  // once. Messages match plain send()/recv() with the same tag. At most one send and one receive
+  // per peer in one call (ConfigError otherwise, or for this rank or a rank out of range).
+  struct P2P {
+    int peer;
+    void* buf;  // a send's buffer is only read
+    size_t bytes;
+  };
+  void exchange(const std::vector<P2P>& sends, const std::vector<P2P>& recvs, uint32_t tag = 0);
 
   // Collective: ranks with the same color form a new communicator, ordered by (key, rank).
   // color < 0 returns nullptr. The child shares this communicator's traffic meter (the split's

@@ -58,5 +58,10 @@ void savePythonStateDict(const std::string& path, torch::nn::Module& model);
 // call is checked: a failure (disk full, permissions, an I/O error) throws IoError naming the file
 // and the call; the temp file is removed and `path` keeps its previous content.
 void writeFileAtomically(const std::string& path, const std::string& bytes);
+// The same for content produced piece by piece: `fill` calls the sink with each piece, in order,
+// and nothing is buffered in memory (a checkpoint is written as the archive serialises it). After
+// a failed write the sink ignores further pieces; the error is thrown once `fill` returns.
+using FileSink = std::function<void(const void* data, size_t bytes)>;
+void writeFileAtomicallyWith(const std::string& path, const std::function<void(const FileSink&)>& fill);
 
 }  // namespace lowcomm::train
