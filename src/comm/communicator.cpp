@@ -207,8 +207,9 @@ void Communicator::reduceScatter(const void* send, void* recv, size_t recv_count
     return;
   }
   if (recv_count == 0) return;
-  char* work = link_->work().get(size_ * recv_count * es);
-  std::memcpy(work, send, size_ * recv_count * es);
+  const bool in_place = static_cast<const char*>(send) + rank_ * recv_count * es == recv;
+  char* work = in_place ? static_cast<char*>(recv) - rank_ * recv_count * es : link_->work().get(size_ * recv_count * es);
+  if (!in_place) std::memcpy(work, send, size_ * recv_count * es);
   std::vector<size_t> off(size_ + 1);
   for (int i = 0; i <= size_; ++i) off[i] = i * recv_count;
   {
@@ -218,7 +219,7 @@ void Communicator::reduceScatter(const void* send, void* recv, size_t recv_count
                       link_->scratch().get(ringScratchBytes(off, es)));
     ex.waitAll();
   }
-  std::memcpy(recv, work + off[rank_] * es, recv_count * es);
+  if (!in_place) std::memcpy(recv, work + off[rank_] * es, recv_count * es);
   if (op == ReduceOp::avg) divideBy(recv, recv_count, dt, size_);
 }
 

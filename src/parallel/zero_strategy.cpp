@@ -13,10 +13,13 @@ class ReduceScatterHook : public BucketHook {
  public:
   explicit ReduceScatterHook(const std::vector<torch::Tensor>* grads) : grads_(grads) {}
   std::string name() const override { return "reduce-scatter"; }
+  // In place in the bucket (no copy of it), then this rank's block into its shard gradient.
   void run(comm::Communicator& comm, GradBucket& bucket) override {
     const torch::Tensor& g = (*grads_)[bucket.index];
-    comm.reduceScatter(bucket.flat.data_ptr<float>(), g.data_ptr<float>(), static_cast<size_t>(g.numel()),
+    auto block = bucket.flat.narrow(0, comm.rank() * g.numel(), g.numel());
+    comm.reduceScatter(bucket.flat.data_ptr<float>(), block.data_ptr<float>(), static_cast<size_t>(g.numel()),
                        comm::DType::f32, comm::ReduceOp::avg);
+    g.copy_(block);
   }
 
  private:
@@ -96,8 +99,12 @@ class ZeroStrategy : public Strategy {
     auto& comm = ddp_.comm();
     comm.setPhase("params");
     for (size_t b = 0; b < shards_.size(); ++b) {
-      auto full = torch::empty({ddp_.bucketElems(b)}, torch::kFloat32);
-      comm.allgather(shards_[b].data_ptr<float>(), full.data_ptr<float>(), static_cast<size_t>(shards_[b].numel()),
+      // Stage 1 gathers in place in the bucket buffer it keeps anyway; stage 2 in a temporary.
+      torch::Tensor full = ddp_.buckets()[b].flat;
+      if (!full.defined()) full = torch::empty({ddp_.bucketElems(b)}, torch::kFloat32);
+      const int64_t block = shards_[b].numel();
+      full.narrow(0, rank_ * block, block).copy_(shards_[b]);
+      comm.allgather(full.data_ptr<float>() + rank_ * block, full.data_ptr<float>(), static_cast<size_t>(block),
                      comm::DType::f32);
       copyRange(ddp_.buckets()[b], params_, 0, full, /*to_params=*/true);
     }

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <numeric>
 #include <thread>
 
@@ -78,29 +79,39 @@ TEST_P(Collectives, AllgathervWithUnevenAndEmptyBlocks) {
   }
 }
 
+// Also in place (the result lands in the rank's own block of the input, ZeRO's use).
 TEST_P(Collectives, ReduceScatterEveryOp) {
-  for (DType dt : {DType::f32, DType::bf16, DType::i64})
-    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min})
-      for (size_t count : kCounts) {
-        const size_t es = dtypeSize(dt);
-        std::vector<std::vector<char>> out(n(), std::vector<char>(count * es + 1));
-        test::onRanks(n(), [&](int r) {
-          auto in = test::filled(r, n() * count, dt);
-          comms_[r]->reduceScatter(in.data(), out[r].data(), count, dt, op);
-        });
-        for (int r = 0; r < n(); ++r)
-          for (size_t i = 0; i < count; ++i) {
-            double sum = 0, mx = -1e9, mn = 1e9;
-            for (int s = 0; s < n(); ++s) {
-              const double v = test::valueOf(s, r * count + i, dt);
-              sum += v, mx = std::max(mx, v), mn = std::min(mn, v);
+  for (bool in_place : {false, true}) {
+    for (DType dt : {DType::f32, DType::bf16, DType::i64})
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min})
+        for (size_t count : kCounts) {
+          const size_t es = dtypeSize(dt);
+          std::vector<std::vector<char>> out(n(), std::vector<char>(count * es + 1));
+          test::onRanks(n(), [&](int r) {
+            auto in = test::filled(r, n() * count, dt);
+            if (!in_place) {
+              comms_[r]->reduceScatter(in.data(), out[r].data(), count, dt, op);
+              return;
             }
-            const double want = op == ReduceOp::sum ? sum
-                                : op == ReduceOp::avg ? test::averaged(dt, sum, n())
-                                : op == ReduceOp::max ? mx : mn;
-            ASSERT_EQ(test::load(dt, out[r].data(), i), want) << "rank " << r << " i " << i << " " << reduceOpName(op);
-          }
-      }
+            char* block = in.data() + r * count * es;
+            comms_[r]->reduceScatter(in.data(), block, count, dt, op);
+            std::memcpy(out[r].data(), block, count * es);
+          });
+          for (int r = 0; r < n(); ++r)
+            for (size_t i = 0; i < count; ++i) {
+              double sum = 0, mx = -1e9, mn = 1e9;
+              for (int s = 0; s < n(); ++s) {
+                const double v = test::valueOf(s, r * count + i, dt);
+                sum += v, mx = std::max(mx, v), mn = std::min(mn, v);
+              }
+              const double want = op == ReduceOp::sum ? sum
+                                  : op == ReduceOp::avg ? test::averaged(dt, sum, n())
+                                  : op == ReduceOp::max ? mx : mn;
+              ASSERT_EQ(test::load(dt, out[r].data(), i), want)
+                  << "rank " << r << " i " << i << " " << reduceOpName(op) << (in_place ? " in place" : "");
+            }
+        }
+  }
 }
 
 TEST_P(Collectives, Alltoall) {

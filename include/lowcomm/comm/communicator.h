@@ -76,7 +76,9 @@ class Communicator {
   // recv holds sum(counts) elements, rank i's block after those of ranks < i.
   // counts[rank()] must equal send_count.
   void allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts, DType dt);
-  // send holds size()*recv_count elements; rank i receives the reduction of block i.
+  // send holds size()*recv_count elements; rank i receives the reduction of block i. In place
+  // (recv is block rank() of send) it reduces in `send` itself instead of a copy of it; the other
+  // blocks of `send` then hold partial sums.
   void reduceScatter(const void* send, void* recv, size_t recv_count, DType dt, ReduceOp op);
   // send and recv hold size()*count elements; block j of send goes to rank j.
   void alltoall(const void* send, void* recv, size_t count, DType dt);
