@@ -77,7 +77,9 @@ class ZeroStrategy : public Strategy {
 
   void afterBackward() override {
     ddp_.finish();
-    refreshShards();  // the model's parameters are the truth (after a resume they were just loaded)
+    // Once: a resume loads the model's parameters after construction. From then on the shards are
+    // the truth and afterOptimizerStep() copies them into the model.
+    if (!shards_fresh_) refreshShards(), shards_fresh_ = true;
     for (size_t b = 0; b < shards_.size(); ++b) shards_[b].mutable_grad() = grads_[b];
   }
 
@@ -143,6 +145,7 @@ class ZeroStrategy : public Strategy {
   std::shared_ptr<nn::Model> model_;
   const int stage_, rank_, size_;
   std::vector<torch::Tensor> shards_, grads_;
+  bool shards_fresh_ = false;
   std::shared_ptr<ReduceScatterHook> hook_;
   DataParallel ddp_;
   std::vector<torch::Tensor> params_;
