@@ -206,3 +206,36 @@ void abSync(comm::Communicator& world, nn::LowRankModel& model, const AbGroups& 
 }
 
 }  // namespace lowcomm::parallel
+
+namespace lowcomm::parallel {
+
+std::vector<double> groupLrMultipliers(double center, double spread, int groups) {
+  LC_ENFORCE(groups >= 1 && center > 0 && spread >= 1, "groupLrMultipliers: groups ", groups, ", center ", center,
+             ", spread ", spread);
+  std::vector<double> m(groups, center);
+  if (groups == 1) return m;
+  const double half = (groups - 1) / 2.0;
+  for (int g = 0; g < groups; ++g) m[g] = center * std::pow(spread, (g - half) / half);
+  return m;
+}
+
+double exploreLrCenter(const AbGroups& groups, const std::vector<double>& rank_losses, double center, double spread) {
+  const int n = static_cast<int>(rank_losses.size());
+  LC_ENFORCE(static_cast<int>(groups.group_of.size()) == n, "exploreLrCenter: ", n, " losses for ",
+             groups.group_of.size(), " ranks");
+  if (groups.groups < 2) return center;
+  std::vector<double> sum(groups.groups, 0.0), count(groups.groups, 0.0);
+  for (int r = 0; r < n; ++r) {
+    if (!(std::isfinite(rank_losses[r]) && rank_losses[r] > 0)) return center;
+    sum[groups.group_of[r]] += rank_losses[r];
+    count[groups.group_of[r]] += 1;
+  }
+  int best = -1;
+  for (int g = 0; g < groups.groups; ++g)
+    if (count[g] > 0 && (best < 0 || sum[g] / count[g] < sum[best] / count[best])) best = g;
+  const double next = groupLrMultipliers(center, spread, groups.groups)[best];
+  const double bound = std::pow(spread, 4.0);
+  return std::clamp(next, 1.0 / bound, bound);
+}
+
+}  // namespace lowcomm::parallel

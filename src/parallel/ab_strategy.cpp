@@ -78,6 +78,7 @@ nlohmann::json abEventJson(const AbEvent& e, const AbTraining& ab) {
   if (!e.ranks.empty()) j["ranks"] = ranksJson(e.ranks, ab);
   if (!e.group_weights.empty()) j["group_weights"] = e.group_weights;
   if (!e.group_of.empty()) j["group_of"] = e.group_of;
+  if (!e.group_lr.empty()) j["group_lr"] = e.group_lr;
   return j;
 }
 
@@ -103,8 +104,13 @@ nlohmann::json abSummaryJson(const AbTraining& ab) {
                       {"sync_mode", o.sync_mode},
                       {"sync_weights", o.sync_weights},
                       {"regroup", o.regroup},
+                      {"group_lr", o.group_lr},
                       {"steps_by_phase", ab.stepsByPhase()},
                       {"ranks", ranksJson(ab.lastRanks(), ab)}};
+  if (o.group_lr == "explore") {
+    j["group_lr_spread"] = o.group_lr_spread;
+    j["group_lr_center"] = ab.lrCenter();
+  }
   sizeFields(j, ab.lastCompression(), ab.lastReferenceCompression());
   j["layers"] = layers;
   return j;

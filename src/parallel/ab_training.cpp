@@ -35,6 +35,10 @@ void validateAbOptions(const AbOptions& o) {
     throw ConfigError("ab.regroup = \"random\" would move ranks across nodes: set ab.group_size to a size or -1");
   if (o.train_setup != "groups" && o.train_setup != "individual")
     throw ConfigError("ab.train_setup: unknown setup '" + o.train_setup + "'; valid values: groups, individual");
+  if (o.group_lr != "fixed" && o.group_lr != "explore")
+    throw ConfigError("ab.group_lr: unknown value '" + o.group_lr + "'; valid values: fixed, explore");
+  if (!(o.group_lr_spread >= 1 && o.group_lr_spread <= 16))
+    throw ConfigError("ab.group_lr_spread: must be in [1, 16], got " + std::to_string(o.group_lr_spread));
   parseSyncMode(o.sync_mode);
   if (o.warmup_steps < 0) throw ConfigError("ab.warmup_steps: must be >= 0");
   if (o.steps_btw_syncing < 1) throw ConfigError("ab.steps_btw_syncing: must be >= 1");
@@ -68,6 +72,8 @@ AbTraining::AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_pt
     throw ConfigError("ab.split_sigma = false puts S on the trained factor, so A-groups and B-groups would hold "
                       "different factorisations; use it only when every rank trains B (ab.sync_mode = \"only-b\" "
                       "or ab.group_size = \"world\")");
+  if (opts_.group_lr == "explore" && groups_.groups < 2)
+    throw ConfigError("ab.group_lr = \"explore\" needs two groups or more; ab.group_size and ab.sync_mode give one");
   if (lowrank_.layers().empty())
     throw ConfigError("ab: model '" + lowrank_.model().spec().name +
                       "' has no layer to factorise outside ab.full_rank_layers");
@@ -121,7 +127,12 @@ DdpStats AbTraining::stats() const {
   return s;
 }
 
+std::vector<double> AbTraining::groupLr() const {
+  return groupLrMultipliers(lr_center_, opts_.group_lr_spread, groups_.groups);
+}
+
 double AbTraining::lr(int64_t step, double scheduled) const {
+  if (opts_.group_lr == "explore") scheduled *= phase_ == AbPhase::ab ? groupLr()[groups_.group] : lr_center_;
   if (last_switch_ < 0 || opts_.lr_rebound_steps <= 0 || step < last_switch_) return scheduled;
   const int64_t since = step - last_switch_;
   if (since >= opts_.lr_rebound_steps) return scheduled;
@@ -174,12 +185,11 @@ void AbTraining::applyGroups() {
   group_comm_ = world_->split(groups_.group, world_->rank());
 }
 
-std::vector<double> AbTraining::syncWeights() {
-  if (opts_.sync_weights == "equal") return {};
+std::vector<double> AbTraining::rankLosses() {
   double mine = loss_steps_ > 0 ? loss_sum_ / static_cast<double>(loss_steps_) : 0.0;
   std::vector<double> losses(world_->size());
   world_->allgather(&mine, losses.data(), 1, comm::DType::f64);
-  return inverseLossWeights(groups_, losses);
+  return losses;
 }
 
 void AbTraining::enterAb(int64_t step, bool truncate) {
@@ -217,10 +227,14 @@ void AbTraining::enterAb(int64_t step, bool truncate) {
 void AbTraining::sync(int64_t step, const char* kind) {
   TraceScope scope(trace_, std::string("ab-") + kind, "ab", 0);
   retire();
-  std::vector<double> group_weights;
+  std::vector<double> group_weights, group_lr;
+  const bool explore = opts_.group_lr == "explore" && std::string(kind) == "sync";
   {
     PhaseScope ps(*world_, "sync");
-    const auto weights = syncWeights();
+    std::vector<double> losses;
+    if (opts_.sync_weights != "equal" || explore) losses = rankLosses();
+    const auto weights = opts_.sync_weights == "equal" ? std::vector<double>{} : inverseLossWeights(groups_, losses);
+    if (explore) lr_center_ = exploreLrCenter(groups_, losses, lr_center_, opts_.group_lr_spread);
     abSync(*world_, lowrank_, groups_, mode_, weights);
     if (!weights.empty()) {
       group_weights.assign(groups_.groups, 0.0);
@@ -235,12 +249,13 @@ void AbTraining::sync(int64_t step, const char* kind) {
     applyGroups();
     group_of = groups_.group_of;
   }
+  if (explore) group_lr = groupLr();
   opt_state_.rebind(opt_, trainable());
   if (opts_.reset_opt) opt_state_.resetMoments(opt_);
   rebuild(AbPhase::full_rank);
   phase_start_ = step;
   last_switch_ = step;
-  events_.push_back(AbEvent{step, kind, {}, compression(), last_reference_, group_weights, group_of});
+  events_.push_back(AbEvent{step, kind, {}, compression(), last_reference_, group_weights, group_of, group_lr});
 }
 
 // svd_split: layer i's factors come from rank i % world, in one broadcast per layer (A then B).
@@ -295,6 +310,7 @@ void AbTraining::saveState(torch::serialize::OutputArchive& ar) const {
   ar.write("steps_by_phase", torch::tensor(counts, torch::kInt64));
   ar.write("sync_loss", torch::tensor({loss_sum_, static_cast<double>(loss_steps_)}, torch::kFloat64));
   ar.write("regroups", torch::tensor({regroups_}, torch::kInt64));
+  ar.write("group_lr_center", torch::tensor({lr_center_}, torch::kFloat64));
   torch::serialize::OutputArchive os;
   opt_state_.save(os);
   ar.write("optimizer_stash", os);
@@ -336,6 +352,8 @@ void AbTraining::loadState(torch::serialize::InputArchive& ar) {
     loss_sum_ = sync_loss[0].item<double>();
     loss_steps_ = static_cast<int64_t>(sync_loss[1].item<double>());
   }
+  torch::Tensor center;  // absent in checkpoints from before ab.group_lr
+  lr_center_ = ar.try_read("group_lr_center", center) && center.numel() == 1 ? center.item<double>() : 1.0;
   retire();
   if (last_ranks_.size() == lowrank_.layers().size()) lowrank_.setLastRanks(last_ranks_);
   // Zero placeholders of the right shapes: the checkpoint's model section fills in A and B.

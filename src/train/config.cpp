@@ -186,6 +186,8 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("ab.svd_split", ab.svd_split, bool),
       LC_FIELD("ab.sync_weights", ab.sync_weights, std::string),
       LC_FIELD("ab.regroup", ab.regroup, std::string),
+      LC_FIELD("ab.group_lr", ab.group_lr, std::string),
+      LC_FIELD("ab.group_lr_spread", ab.group_lr_spread, double),
       LC_FIELD("local_sgd.period", local_sgd.period, int64_t),
       LC_STEPS("local_sgd.start_step", local_sgd.start_step),
       LC_FIELD("local_sgd.average_optimizer", local_sgd.average_optimizer, bool),
@@ -310,6 +312,8 @@ void validateAb(const TrainConfig& c, const std::string& where) {
   oneOf(where, "ab.svd", a.svd, {"exact", "randomized"});
   oneOf(where, "ab.sync_weights", a.sync_weights, {"equal", "inverse-loss"});
   oneOf(where, "ab.regroup", a.regroup, {"none", "random"});
+  oneOf(where, "ab.group_lr", a.group_lr, {"fixed", "explore"});
+  if (!(a.group_lr_spread >= 1 && a.group_lr_spread <= 16)) bad(where, "ab.group_lr_spread", "must be in [1, 16]");
   oneOf(where, "ab.sync_mode", a.sync_mode, {"full", "with-stale", "only-learned", "only-b", "only-smaller"});
   if (a.steps_btw_syncing == 0) bad(where, "ab.steps_btw_syncing", "must be >= 1 (or a fraction of the run)");
   if (!(a.low_rank_cutoff >= 0 && a.low_rank_cutoff < 1)) bad(where, "ab.low_rank_cutoff", "must be in [0, 1)");

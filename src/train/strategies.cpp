@@ -32,6 +32,8 @@ parallel::AbOptions abOptions(const TrainConfig& c, int64_t total_steps) {
   o.svd_split = c.ab.svd_split;
   o.sync_weights = c.ab.sync_weights;
   o.regroup = c.ab.regroup;
+  o.group_lr = c.ab.group_lr;
+  o.group_lr_spread = c.ab.group_lr_spread;
   o.seed = c.seed;
   return o;
 }

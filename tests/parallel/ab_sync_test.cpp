@@ -340,6 +340,28 @@ TEST(AbSync, InverseLossWeightsPerGroup) {
   EXPECT_THROW(inverseLossWeights(g, {1, 1, 3}), Error);
 }
 
+// ab.group_lr = "explore": multipliers spread evenly in log space around the center, and a sync
+// moves the center to the multiplier of the group with the lowest mean loss.
+TEST(AbGroupLr, MultipliersAndTheCenterAfterASync) {
+  auto near = [](const std::vector<double>& got, const std::vector<double>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "group " << i;
+  };
+  near(groupLrMultipliers(1.0, 2.0, 1), {1.0});
+  near(groupLrMultipliers(1.0, 2.0, 2), {0.5, 2.0});
+  near(groupLrMultipliers(0.5, 2.0, 3), {0.25, 0.5, 1.0});
+  near(groupLrMultipliers(1.0, 8.0, 4), {0.125, 0.5, 2.0, 8.0});
+  EXPECT_THROW(groupLrMultipliers(1.0, 0.5, 2), Error);
+  const auto g = formGroups(4, 0, 2, false);  // groups {0, 1} and {2, 3}
+  EXPECT_NEAR(exploreLrCenter(g, {1, 1, 3, 3}, 1.0, 2.0), 0.5, 1e-12);   // group 0 (0.5x) learned more
+  EXPECT_NEAR(exploreLrCenter(g, {3, 3, 1, 2}, 1.0, 2.0), 2.0, 1e-12);   // group 1 (2x)
+  EXPECT_NEAR(exploreLrCenter(g, {2, 2, 1, 3}, 2.0, 2.0), 1.0, 1e-12);   // a tie goes to the lower group
+  EXPECT_NEAR(exploreLrCenter(g, {1, 1, 3, 3}, 1.0 / 16, 2.0), 1.0 / 16, 1e-12);  // clamped at spread^-4
+  EXPECT_NEAR(exploreLrCenter(g, {1, 0, 3, 3}, 1.0, 2.0), 1.0, 1e-12) << "a rank without a loss: unchanged";
+  EXPECT_NEAR(exploreLrCenter(formGroups(4, 0, 4, false), {1, 2, 3, 4}, 1.5, 2.0), 1.5, 1e-12) << "one group";
+  EXPECT_THROW(exploreLrCenter(g, {1, 1, 3}, 1.0, 2.0), Error);
+}
+
 // A small model with a BatchNorm (float running statistics) after a factorisable layer.
 class TinyBn : public nn::Model {
  public:

@@ -171,11 +171,11 @@ md_has() {  # name line
 }
 md_has "setting heading" "#### local2"
 md_has "ddp row (vs DDP 1.00×, to DDP's final at 140 s, payload 1,234.5 MB, no wire)" \
-  "| ddp | 100 | 1.00× | 140 | 91.50 % | 150 | – | – | 1,234.5 | – | 1.0 | 400 / 120 / 40 |"
+  "| ddp | 250 | 100 | 1.00× | 140 | 91.50 % | 150 | – | – | 1,234.5 | – | 1.0 | 400 / 120 / 40 |"
 md_has "topk row (4.00× DDP's time to target)" \
-  "| topk | 25 | 4.00× | 40 | 93.00 % | 50 | – | – | 4.0 | – | 100.0 | 160 / 20 / 10 |"
+  "| topk | 250 | 25 | 4.00× | 40 | 93.00 % | 50 | – | – | 4.0 | – | 100.0 | 160 / 20 / 10 |"
 md_has "auto row (not reached)" \
-  "| auto | not reached | – | not reached | 89.99 % | 120 | – | – | 123.4 | – | 3.2 | 360 / 80 / 20 |"
+  "| auto | 250 | not reached | – | not reached | 89.99 % | 120 | – | – | 123.4 | – | 3.2 | 360 / 80 / 20 |"
 if grep -qF "| time to 90 % (s) | vs DDP |" "$OUT/e2e.md" 2>/dev/null; then pass "e2e.md: header names the target"
 else fail "e2e.md: header without 'time to 90 % (s) | vs DDP'"; fi
 if grep -qF "Fastest to target: **topk**, 4.00× DDP's time" "$OUT/e2e.md" 2>/dev/null \
@@ -259,16 +259,16 @@ lines = md.splitlines()
 def has(name, line):
     check(f"markdown: {name}", line in lines, "\n" + md)
 has("ddp row: wire 1,030.0 MB/rank, 1.0× fewer, wire/payload 1.030",
-    "| ddp | 120 | 1.00× | 180 | 91.00 % | 200 | 1,030.0 | 1.0× | 1,000.0 | 1.030 | 1.0 | 400 / 320 / 40 |")
+    "| ddp | 250 | 120 | 1.00× | 180 | 91.00 % | 200 | 1,030.0 | 1.0× | 1,000.0 | 1.030 | 1.0 | 400 / 320 / 40 |")
 has("topk row: 4.00× DDP's time, 100.0× fewer wire bytes",
-    "| topk | 30 | 4.00× | 50 | 91.00 % | 200 | 10.3 | 100.0× | 10.0 | 1.030 | 100.0 | 400 / 320 / 40 |")
+    "| topk | 250 | 30 | 4.00× | 50 | 91.00 % | 200 | 10.3 | 100.0× | 10.0 | 1.030 | 100.0 | 400 / 320 / 40 |")
 has("fp16 row: not reached, 2.0× fewer wire bytes, wire/payload 1.040",
-    "| fp16 | not reached | – | not reached | 91.00 % | 200 | 520.0 | 2.0× | 500.0 | 1.040 | 2.0 | 400 / 320 / 40 |")
+    "| fp16 | 250 | not reached | – | not reached | 91.00 % | 200 | 520.0 | 2.0× | 500.0 | 1.040 | 2.0 | 400 / 320 / 40 |")
 check("markdown: targets line with wire bytes, met",
       "Fastest to target: **topk**, 4.00× DDP's time, 100.0× fewer wire bytes (target ≥ 3× and ≥ 10×: met)." in md, md)
 check("markdown: setting where DDP does not reach the target",
       "#### 2x2@1gbit" in lines and "DDP did not reach the target in this run." in md
-      and "| topk | 10 | – |" in md, md)
+      and "| topk | 250 | 10 | – |" in md, md)
 check("markdown: 3.33× faster but 2.0× fewer wire bytes: target not met",
       "Fastest to target: **fp16**, 3.33× DDP's time, 2.0× fewer wire bytes (target ≥ 3× and ≥ 10×: not met)." in md, md)
 json.dump({"target": 0.9, "sets": [], "rows": rows}, open(f"{tmp}/cluster.json", "w"))

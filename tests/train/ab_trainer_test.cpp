@@ -160,6 +160,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ResumeCase{"smaller", "adamw", {"ab.group_size=world", "ab.sync_mode=only-smaller"}},
                       ResumeCase{"svd_split", "adamw", {"ab.svd_split=true"}},
                       ResumeCase{"inverse_loss", "adamw", {"ab.sync_weights=inverse-loss"}},
+                      ResumeCase{"group_lr_explore", "adamw", {"ab.group_lr=explore"}, 12},
                       ResumeCase{"regroup_after_sync", "adamw", {"ab.group_size=1", "ab.regroup=random"}, 12}),
     [](const auto& info) { return std::string(info.param.name); });
 
@@ -186,6 +187,48 @@ TEST(AbTrainer, InverseLossSyncsReportTheGroupWeights) {
     const auto pr = paramsOf(d.path / ("run/checkpoints/step16.rank" + std::to_string(r) + ".pt"), c);
     for (size_t i = 0; i < p0.size(); ++i) EXPECT_TRUE(torch::equal(p0[i], pr[i])) << "rank " << r << " parameter " << i;
   }
+}
+
+// Per-group learning rates: rank 0 (group 0) trains its ab phases at center / spread times the
+// scheduled rate, the global phases at the center; the sync moves the center to the multiplier
+// of the group with the lower loss and reports the next phase's multipliers; the merged model is
+// the same on every rank.
+TEST(AbTrainer, ExploredGroupLearningRatesFollowTheWinningGroup) {
+  test::TempDir d;
+  const auto fixed = abRun(d.path / "fixed", "adamw");
+  runOnThreads(4, fixed, {});
+  const auto c = abRun(d.path / "run", "adamw", {"ab.group_lr=explore", "ab.group_lr_spread=2"});
+  const auto s = runOnThreads(4, c, {});
+  EXPECT_EQ(s["ab"]["group_lr"], "explore");
+  std::vector<double> next;
+  for (const auto& e : records(d.path / "run/metrics.jsonl", "ab"))
+    if (e["event"] == "sync") next = e["group_lr"].get<std::vector<double>>();
+  ASSERT_EQ(next.size(), 2u);
+  const double center = s["ab"]["group_lr_center"].get<double>();
+  EXPECT_TRUE(center == 0.5 || center == 2.0) << center;
+  EXPECT_NEAR(next[0], center / 2, 1e-12);
+  EXPECT_NEAR(next[1], center * 2, 1e-12);
+  std::map<int64_t, double> lr_fixed, lr;
+  for (const auto& r : records(d.path / "fixed/metrics.jsonl", "step")) lr_fixed[r["step"]] = r["lr"];
+  for (const auto& r : records(d.path / "run/metrics.jsonl", "step")) lr[r["step"]] = r["lr"];
+  // Steps as logged (1-based): 1-2 warmup, 7-8 ab after the rebound, 15-16 the second ab phase.
+  for (int64_t step : {1, 2}) EXPECT_DOUBLE_EQ(lr.at(step), lr_fixed.at(step)) << "warmup step " << step;
+  for (int64_t step : {7, 8}) EXPECT_NEAR(lr.at(step), 0.5 * lr_fixed.at(step), 1e-15) << "step " << step;
+  for (int64_t step : {15, 16}) EXPECT_NEAR(lr.at(step), next[0] * lr_fixed.at(step), 1e-15) << "step " << step;
+  const auto p0 = paramsOf(d.path / "run/checkpoints/step16.rank0.pt", c);
+  for (int r = 1; r < 4; ++r) {
+    const auto pr = paramsOf(d.path / ("run/checkpoints/step16.rank" + std::to_string(r) + ".pt"), c);
+    for (size_t i = 0; i < p0.size(); ++i) EXPECT_TRUE(torch::equal(p0[i], pr[i])) << "rank " << r << " parameter " << i;
+  }
+  // One global group has no other group to compare with: refused at start, naming the key.
+  std::string error = "no error";
+  try {
+    runOnThreads(2, abRun(d.path / "one", "adamw", {"ab.group_lr=explore", "ab.group_size=world", "ab.sync_mode=only-b"}),
+                 {});
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("ab.group_lr"), std::string::npos) << error;
 }
 
 // In the ab phase the groups hold different weights by design, but the ranks of one group train
@@ -243,4 +286,6 @@ TEST(AbTrainer, ConfigErrorsNameTheKey) {
   EXPECT_NE(msg({"strategy.name=ab", "ab.svd_split=2"}).find("ab.svd_split"), std::string::npos);
   EXPECT_NE(msg({"strategy.name=ab", "ab.sync_weights=loss"}).find("ab.sync_weights"), std::string::npos);
   EXPECT_NE(msg({"strategy.name=ab", "ab.regroup=sometimes"}).find("ab.regroup"), std::string::npos);
+  EXPECT_NE(msg({"strategy.name=ab", "ab.group_lr=adaptive"}).find("ab.group_lr"), std::string::npos);
+  EXPECT_NE(msg({"strategy.name=ab", "ab.group_lr_spread=0.5"}).find("ab.group_lr_spread"), std::string::npos);
 }

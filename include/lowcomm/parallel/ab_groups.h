@@ -74,3 +74,16 @@ void abSync(comm::Communicator& world, nn::LowRankModel& model, const AbGroups& 
 std::vector<double> inverseLossWeights(const AbGroups& groups, const std::vector<double>& rank_losses);
 
 }  // namespace lowcomm::parallel
+
+namespace lowcomm::parallel {
+
+// Per-group learning rates (ab.group_lr = "explore"): in the ab phase group g of G trains with
+// the scheduled rate times center * spread^e_g, the exponents e_g spread evenly over [-1, 1]
+// (G = 1: 0; G = 2: -1, +1; G = 3: -1, 0, +1). One multiplier per group.
+std::vector<double> groupLrMultipliers(double center, double spread, int groups);
+// The center after a sync: the multiplier of the group with the lowest mean training loss since
+// the previous sync (ties: the lower group), clamped to [spread^-4, spread^4]; `center` unchanged
+// when a loss is not finite and positive or there is one group.
+double exploreLrCenter(const AbGroups& groups, const std::vector<double>& rank_losses, double center, double spread);
+
+}  // namespace lowcomm::parallel

@@ -67,6 +67,12 @@ struct AbOptions {
   // new groups of the same sizes (regroupPermutation(world, seed, sync number)). Not with
   // group_size "node" (the groups would cross nodes).
   std::string regroup = "none";
+  // "fixed": every group trains at the scheduled rate; "explore": in the ab phase group g trains at
+  // it times groupLrMultipliers(center, group_lr_spread, groups)[g], and every sync moves the
+  // center to the multiplier of the group with the lowest training loss since the previous sync
+  // (exploreLrCenter); the global phases train at center. Needs two groups or more.
+  std::string group_lr = "fixed";
+  double group_lr_spread = 2.0;
   uint64_t seed = 0;
 };
 
@@ -85,6 +91,7 @@ struct AbEvent {
   double compression_reference = 1.0;  // LowRankModel::referenceCompression()
   std::vector<double> group_weights;   // syncs with ab.sync_weights = "inverse-loss": per group
   std::vector<int> group_of;           // syncs with ab.regroup: the new group of every rank
+  std::vector<double> group_lr;        // syncs with ab.group_lr = "explore": per group, for the next ab phase
 };
 
 class AbTraining {
@@ -111,8 +118,11 @@ class AbTraining {
   AbPhase phase() const { return phase_; }
   const AbOptions& options() const { return opts_; }
 
-  // Learning rate for `step` given the scheduled one (the rebound after a switch).
+  // Learning rate for `step` given the scheduled one: times the group's multiplier (ab.group_lr),
+  // then the rebound after a switch.
   double lr(int64_t step, double scheduled) const;
+  // ab.group_lr = "explore": the current center (1 otherwise).
+  double lrCenter() const { return lr_center_; }
   // Parameters of the model as trained now / with every layer full rank (the reference's
   // compression metric; 1 while full-rank). lastCompression(): after the latest truncation/SVD.
   double compression() const;
@@ -136,7 +146,8 @@ class AbTraining {
   void enterAb(int64_t step, bool truncate);
   void sync(int64_t step, const char* kind);
   void checkFactorsAgree();
-  std::vector<double> syncWeights();  // per world rank; empty: equal
+  std::vector<double> rankLosses();   // every rank's mean training loss since the last sync (collective)
+  std::vector<double> groupLr() const;  // per group, in the ab phase
   void applyGroups();                 // groups_ and group_comm_ for regroups_ (collective)
   void shareFactors();
   NamedTensors trainable() const;
@@ -163,6 +174,7 @@ class AbTraining {
   int64_t regroups_ = 0;
   double loss_sum_ = 0;  // this rank's training loss since the last sync
   int64_t loss_steps_ = 0;
+  double lr_center_ = 1.0;  // ab.group_lr = "explore"
   std::map<std::string, int64_t> steps_by_phase_;
 };
 

@@ -82,6 +82,8 @@ struct TrainConfig {
     bool svd_split = false;                // each rank decomposes a share of the layers, then broadcasts
     std::string sync_weights = "equal";    // equal | inverse-loss (groups weighted by 1 / their loss)
     std::string regroup = "none";          // none | random (new groups after every sync)
+    std::string group_lr = "fixed";        // fixed | explore (per-group LR multipliers, best group wins at a sync)
+    double group_lr_spread = 2.0;          // explore: the multipliers span center / spread .. center * spread
   } ab;
   // Local SGD (strategy.name = "local_sgd"; contract in lowcomm/parallel/local_sgd.h).
   struct {
