@@ -273,6 +273,17 @@ void Communicator::exchange(const std::vector<P2P>& sends, const std::vector<P2P
   ex.waitAll();
 }
 
+int Communicator::recvAny(void* buf, size_t bytes, const std::vector<int>& srcs, uint32_t tag) {
+  if (srcs.empty()) throw ConfigError("recvAny: no source rank given");
+  for (int s : srcs)
+    if (s < 0 || s >= size_ || s == rank_)
+      throw ConfigError("recvAny: source rank " + std::to_string(s) + " is not another rank of this communicator");
+  Exchange ex(*link_, *meter_, "recv", phase_, opts_.timeout, Link::kP2PSeq);
+  const int req = ex.irecvAny(srcs, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag);
+  ex.wait(req);
+  return ex.peerOf(req);
+}
+
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   std::vector<int32_t> mine = {color, key, rank_};
   std::vector<int32_t> all(3 * size_);

@@ -72,12 +72,35 @@ int Exchange::irecv(int peer, void* ptr, size_t bytes, uint64_t slot) {
   return static_cast<int>(reqs_.size() - 1);
 }
 
+int Exchange::irecvAny(const std::vector<int>& peers, void* ptr, size_t bytes, uint64_t slot) {
+  auto buf = link_.context().createUnboundBuffer(ptr, bytes);
+  try {
+    buf->recv(peers, slot);
+  } catch (const std::exception& e) {
+    Request r{nullptr, -1, bytes, false, true, peers};
+    fail(r, e);
+  }
+  reqs_.push_back(Request{std::move(buf), -1, bytes, false, false, peers});
+  return static_cast<int>(reqs_.size() - 1);
+}
+
+namespace {
+
+std::string peerName(int peer, const std::vector<int>& any) {
+  if (any.empty()) return "rank " + std::to_string(peer);
+  std::string out = "any of ranks ";
+  for (size_t i = 0; i < any.size(); ++i) out += (i ? ", " : "") + std::to_string(any[i]);
+  return out;
+}
+
+}  // namespace
+
 void Exchange::fail(const Request& r, const std::exception& e) {
   const std::string what = e.what();
   const bool timed_out = what.find("imed out") != std::string::npos || what.find("imeout") != std::string::npos;
   std::string msg = op_ + " (rank " + std::to_string(link_.rank()) + "): " +
                     (r.send ? "sending " : "receiving ") + std::to_string(r.bytes) + " bytes " +
-                    (r.send ? "to" : "from") + " rank " + std::to_string(r.peer) + " ";
+                    (r.send ? "to" : "from") + " " + peerName(r.peer, r.any) + " ";
   if (timed_out) {
     msg += "timed out after " + std::to_string(timeout_.count()) + " ms (peer dead or stuck?): " + what;
     link_.poison(msg);
@@ -95,7 +118,9 @@ void Exchange::wait(int req) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - std::chrono::steady_clock::now());
   if (left.count() < 1) left = std::chrono::milliseconds(1);
   try {
-    bool ok = r.send ? r.buf->waitSend(left) : r.buf->waitRecv(left);
+    int from = r.peer;
+    bool ok = r.send ? r.buf->waitSend(left) : r.buf->waitRecv(&from, left);
+    r.peer = from;
     if (!ok) throw gloo::IoException("aborted");
   } catch (const gloo::IoException& e) {
     fail(r, e);

@@ -101,6 +101,9 @@ class Exchange {
   // Returns a request id, or -1 for a skipped message (wait(-1) is a no-op).
   int isend(int peer, const void* ptr, size_t bytes, uint64_t slot);
   int irecv(int peer, void* ptr, size_t bytes, uint64_t slot);
+  // From whichever of `peers` sends first (Gloo's recv from any); wait() then sets peerOf(req).
+  int irecvAny(const std::vector<int>& peers, void* ptr, size_t bytes, uint64_t slot);
+  int peerOf(int req) const { return reqs_[req].peer; }
   void wait(int req);
   void waitAll();
 
@@ -111,6 +114,7 @@ class Exchange {
     size_t bytes;
     bool send;
     bool done;
+    std::vector<int> any;  // irecvAny's candidates (peer is -1 until it completed)
   };
   [[noreturn]] void fail(const Request& r, const std::exception& e);
 

@@ -1,6 +1,7 @@
 // Broadcast, allgather(v), reduce-scatter, alltoall, barrier and send/recv over world sizes 1..7.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -196,6 +197,48 @@ TEST_P(Collectives, ExchangeWithBothNeighboursAtOnce) {
     if (n() > 2) EXPECT_EQ(right[r][2999], next + 1);
     if (r % 2 == 1) EXPECT_EQ(extra[r][0], -(prev + 1));
   }
+}
+
+// A parameter server's receive: rank 0 takes the other ranks' messages in whatever order they
+// come, each labelled with its sender; a message with another tag, sent meanwhile, waits for its
+// own recv; bad source lists are ConfigErrors.
+TEST_P(Collectives, RecvAnyTakesMessagesFromWhoeverSendsFirst) {
+  if (n() == 1) GTEST_SKIP() << "recvAny needs two ranks";
+  std::vector<int> from;
+  std::vector<int32_t> payload_ok(n(), 0);
+  int32_t late = 0;
+  test::onRanks(n(), [&](int r) {
+    std::vector<int> others;
+    for (int q = 1; q < n(); ++q) others.push_back(q);
+    if (r == 0) {
+      std::vector<int32_t> buf(2000);
+      for (int i = 1; i < n(); ++i) {
+        const int src = comms_[0]->recvAny(buf.data(), buf.size() * 4, others, 3);
+        from.push_back(src);
+        payload_ok[src] = buf.front() == 100 + src && buf.back() == 100 + src;
+      }
+      comms_[0]->recv(&late, 4, n() - 1, 4);
+      EXPECT_THROW(comms_[0]->recvAny(buf.data(), 4, {}, 3), ConfigError);
+      EXPECT_THROW(comms_[0]->recvAny(buf.data(), 4, {0}, 3), ConfigError);
+      EXPECT_THROW(comms_[0]->recvAny(buf.data(), 4, {n()}, 3), ConfigError);
+    } else {
+      // Later ranks send first, so the order of arrival is not the order of ranks.
+      std::this_thread::sleep_for(std::chrono::milliseconds(40 * (n() - r)));
+      std::vector<int32_t> mine(2000, 100 + r);
+      comms_[r]->send(mine.data(), mine.size() * 4, 0, 3);
+      // Sent while rank 0 still waits in recvAny for tag 3: only its own recv takes it.
+      int32_t tagged = -7;
+      if (r == n() - 1) comms_[r]->exchange({{0, &tagged, 4}}, {}, 4);
+    }
+  });
+  std::vector<int> sorted = from;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int> want;
+  for (int q = 1; q < n(); ++q) want.push_back(q);
+  EXPECT_EQ(sorted, want) << "each sender exactly once";
+  for (int q = 1; q < n(); ++q) EXPECT_TRUE(payload_ok[q]) << "the payload of rank " << q;
+  if (n() > 2) EXPECT_EQ(from.front(), n() - 1) << "the first to send is the first received";
+  EXPECT_EQ(late, -7);
 }
 
 // Several MiB per call, with the default 1 MiB segments: many segments per block, pipelined.

@@ -37,6 +37,24 @@ TEST(Failure, StuckPeerTimesOutNamingTheRank) {
   EXPECT_THROW(comms[0]->allreduce(&y, 1, DType::f32, ReduceOp::sum), PeerError);
 }
 
+// A parameter server whose workers never send: recvAny times out naming every candidate.
+TEST(Failure, RecvAnyTimesOutNamingEveryCandidate) {
+  CommOptions opts;
+  opts.timeout = milliseconds(300);
+  auto comms = test::makeComms(3, opts);
+  std::string error;
+  const auto t0 = steady_clock::now();
+  int32_t x = 0;
+  try {
+    comms[0]->recvAny(&x, 4, {1, 2}, 5);
+  } catch (const TimeoutError& e) {
+    error = e.what();
+  }
+  EXPECT_LT(steady_clock::now() - t0, seconds(10));
+  EXPECT_NE(error.find("any of ranks 1, 2"), std::string::npos) << error;
+  EXPECT_NE(error.find("timed out"), std::string::npos) << error;
+}
+
 TEST(Failure, DeadPeerIsAPeerErrorNamingTheRank) {
   CommOptions opts;
   opts.timeout = seconds(20);

@@ -98,6 +98,11 @@ class Communicator {
     size_t bytes;
   };
   void exchange(const std::vector<P2P>& sends, const std::vector<P2P>& recvs, uint32_t tag = 0);
+  // Receives one message of `bytes` with `tag` from whichever rank of `srcs` sends it first and
+  // returns that rank (a parameter server's receive from any worker). Matches plain send() and
+  // exchange() with the same tag. ConfigError for an empty list, this rank or a rank out of
+  // range; a timeout (TimeoutError) names every candidate.
+  int recvAny(void* buf, size_t bytes, const std::vector<int>& srcs, uint32_t tag = 0);
 
   // Collective: ranks with the same color form a new communicator, ordered by (key, rank).
   // color < 0 returns nullptr. The child shares this communicator's traffic meter (the split's
