@@ -21,6 +21,24 @@ std::vector<int> blocks(int world, int groups) {
   return group_of;
 }
 
+// Per group: the sum of its members' losses and their count; `sum` empty when a loss is not finite
+// and positive (e.g. a rank without a step since the last sync).
+struct GroupLosses {
+  std::vector<double> sum, count;
+};
+GroupLosses groupLosses(const AbGroups& groups, const std::vector<double>& rank_losses, const char* who) {
+  const int n = static_cast<int>(rank_losses.size());
+  LC_ENFORCE(static_cast<int>(groups.group_of.size()) == n, who, ": ", n, " losses for ", groups.group_of.size(),
+             " ranks");
+  GroupLosses out{std::vector<double>(groups.groups, 0.0), std::vector<double>(groups.groups, 0.0)};
+  for (int r = 0; r < n; ++r) {
+    if (!(std::isfinite(rank_losses[r]) && rank_losses[r] > 0)) return {{}, out.count};
+    out.sum[groups.group_of[r]] += rank_losses[r];
+    out.count[groups.group_of[r]] += 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string groupSizeName(int group_size) {
@@ -116,21 +134,14 @@ const char* syncModeName(SyncMode m) {
 }
 
 std::vector<double> inverseLossWeights(const AbGroups& groups, const std::vector<double>& rank_losses) {
-  const int n = static_cast<int>(rank_losses.size());
-  LC_ENFORCE(static_cast<int>(groups.group_of.size()) == n, "inverseLossWeights: ", n, " losses for ",
-             groups.group_of.size(), " ranks");
-  std::vector<double> sum(groups.groups, 0.0), count(groups.groups, 0.0);
-  for (int r = 0; r < n; ++r) {
-    if (!(std::isfinite(rank_losses[r]) && rank_losses[r] > 0)) return {};
-    sum[groups.group_of[r]] += rank_losses[r];
-    count[groups.group_of[r]] += 1;
-  }
+  const GroupLosses gl = groupLosses(groups, rank_losses, "inverseLossWeights");
+  if (gl.sum.empty()) return {};
   std::vector<double> inv(groups.groups, 0.0);
   double z = 0;
   for (int g = 0; g < groups.groups; ++g)
-    if (count[g] > 0) z += inv[g] = count[g] / sum[g];
-  std::vector<double> w(n);
-  for (int r = 0; r < n; ++r) w[r] = inv[groups.group_of[r]] / z / count[groups.group_of[r]];
+    if (gl.count[g] > 0) z += inv[g] = gl.count[g] / gl.sum[g];
+  std::vector<double> w(rank_losses.size());
+  for (size_t r = 0; r < w.size(); ++r) w[r] = inv[groups.group_of[r]] / z / gl.count[groups.group_of[r]];
   return w;
 }
 
@@ -205,10 +216,6 @@ void abSync(comm::Communicator& world, nn::LowRankModel& model, const AbGroups& 
   mean(others);
 }
 
-}  // namespace lowcomm::parallel
-
-namespace lowcomm::parallel {
-
 std::vector<double> groupLrMultipliers(double center, double spread, int groups) {
   LC_ENFORCE(groups >= 1 && center > 0 && spread >= 1, "groupLrMultipliers: groups ", groups, ", center ", center,
              ", spread ", spread);
@@ -220,19 +227,11 @@ std::vector<double> groupLrMultipliers(double center, double spread, int groups)
 }
 
 double exploreLrCenter(const AbGroups& groups, const std::vector<double>& rank_losses, double center, double spread) {
-  const int n = static_cast<int>(rank_losses.size());
-  LC_ENFORCE(static_cast<int>(groups.group_of.size()) == n, "exploreLrCenter: ", n, " losses for ",
-             groups.group_of.size(), " ranks");
-  if (groups.groups < 2) return center;
-  std::vector<double> sum(groups.groups, 0.0), count(groups.groups, 0.0);
-  for (int r = 0; r < n; ++r) {
-    if (!(std::isfinite(rank_losses[r]) && rank_losses[r] > 0)) return center;
-    sum[groups.group_of[r]] += rank_losses[r];
-    count[groups.group_of[r]] += 1;
-  }
+  const GroupLosses gl = groupLosses(groups, rank_losses, "exploreLrCenter");
+  if (groups.groups < 2 || gl.sum.empty()) return center;
   int best = -1;
   for (int g = 0; g < groups.groups; ++g)
-    if (count[g] > 0 && (best < 0 || sum[g] / count[g] < sum[best] / count[best])) best = g;
+    if (gl.count[g] > 0 && (best < 0 || gl.sum[g] / gl.count[g] < gl.sum[best] / gl.count[best])) best = g;
   const double next = groupLrMultipliers(center, spread, groups.groups)[best];
   const double bound = std::pow(spread, 4.0);
   return std::clamp(next, 1.0 / bound, bound);
