@@ -94,6 +94,9 @@ int benchTrain(int argc, char** argv) {
   app.add_option("--dir", dir, "scratch output directory for the lowcomm runs")->capture_default_str();
   if (!parseArgs(app, argc, argv)) return 0;
   const auto cfg = train::loadConfig(config, sets);
+  if (cfg.data.dataset == "text")
+    throw ConfigError("data.dataset: lowcomm bench train compares image classifiers with a plain LibTorch loop; "
+                      "the text data set is not supported here (time it with lowcomm train)");
   runtime::pinTorchThreads(1);
   auto ds = data::loadDataset(cfg.data.dataset, cfg.data.dir, true, cfg.seed);
   if (cfg.data.train_limit > 0) ds = ds.take(cfg.data.train_limit);

@@ -52,7 +52,13 @@ void printSummary(const nlohmann::json& s) {
   for (const auto& r : s.value("resumes", nlohmann::json::array()))
     std::printf("  %-22s from step %lld, %lld steps lost (restart %d)\n", "resumed",
                 r["from_step"].get<long long>(), r["steps_lost"].get<long long>(), r["restart"].get<int>());
-  std::printf("  %-22s %.2f %%\n", "test accuracy", 100.0 * s["test_accuracy"].get<double>());
+  if (s.contains("bits_per_byte")) {
+    std::printf("  %-22s %.4f (loss %.4f nats per byte)\n", "validation bits/byte", s["bits_per_byte"].get<double>(),
+                s["test_loss"].get<double>());
+    std::printf("  %-22s %.2f %%\n", "next-byte accuracy", 100.0 * s["test_accuracy"].get<double>());
+  } else {
+    std::printf("  %-22s %.2f %%\n", "test accuracy", 100.0 * s["test_accuracy"].get<double>());
+  }
   std::printf("  %-22s %.1f s (%.0f samples/s)\n", "wall time", s["wall_s"].get<double>(), s["samples_per_s"].get<double>());
   std::printf("  %-22s %.1f MB total, %.1f MB per rank\n", "bytes sent", s["bytes_sent"].get<double>() / 1048576.0,
               s["bytes_sent_per_rank"].get<double>() / 1048576.0);

@@ -7,7 +7,7 @@
 namespace lowcomm::data {
 namespace {
 
-using Loader = std::function<Dataset(const std::string& dir, bool train, uint64_t seed)>;
+using Loader = std::function<Dataset(const std::string& dir, bool train, uint64_t seed, const TextOptions& text)>;
 
 struct Entry {
   const char* name;
@@ -17,13 +17,18 @@ struct Entry {
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
       {"fashion-mnist",
-       [](const std::string& dir, bool train, uint64_t) {
+       [](const std::string& dir, bool train, uint64_t, const TextOptions&) {
          return loadFashionMnist(dir.empty() ? kFashionMnistDefaultDir : dir, train);
        }},
-      {"cifar10", [](const std::string& dir, bool train, uint64_t) { return loadCifar10(dir, train); }},
+      {"cifar10",
+       [](const std::string& dir, bool train, uint64_t, const TextOptions&) { return loadCifar10(dir, train); }},
       {"synthetic",
-       [](const std::string&, bool train, uint64_t seed) {
+       [](const std::string&, bool train, uint64_t seed, const TextOptions&) {
          return makeSynthetic(train ? 8192 : 2048, 1, 28, 28, 10, seed, train ? 0 : 1);
+       }},
+      {"text",
+       [](const std::string& dir, bool train, uint64_t, const TextOptions& text) {
+         return loadTextCorpus(dir, text.glob, train, text.seq_len);
        }},
   };
   return entries;
@@ -71,9 +76,10 @@ std::vector<std::string> datasetNames() {
   return names;
 }
 
-Dataset loadDataset(const std::string& name, const std::string& dir, bool train, uint64_t seed) {
+Dataset loadDataset(const std::string& name, const std::string& dir, bool train, uint64_t seed,
+                    const TextOptions& text) {
   for (const Entry& e : registry()) {
-    if (name == e.name) return e.load(dir, train, seed);
+    if (name == e.name) return e.load(dir, train, seed, text);
   }
   std::string valid;
   for (const Entry& e : registry()) valid += (valid.empty() ? "" : ", ") + std::string(e.name);

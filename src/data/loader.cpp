@@ -14,15 +14,22 @@ BatchLoader::BatchLoader(const Dataset& data, int rank, int world, int64_t batch
       augment_(augment),
       dropLast_(dropLast) {
   if (batch < 1) throw ConfigError("batch size " + std::to_string(batch) + " must be >= 1");
-  if (!data_.images.defined() || data_.images.dim() != 4 || data_.images.scalar_type() != torch::kFloat32) {
-    throw ConfigError("data set '" + data_.name + "' has no float32 [N, C, H, W] images");
-  }
-  if (!data_.labels.defined() || data_.labels.dim() != 1 || data_.labels.size(0) != data_.images.size(0)) {
-    throw ConfigError("data set '" + data_.name + "' needs one label per image");
-  }
-  if (augment_.crop && (augment_.pad < 0 || augment_.pad >= std::min(data_.height(), data_.width()))) {
-    throw ConfigError("augmentation: crop padding " + std::to_string(augment_.pad) + " does not fit " +
-                      std::to_string(data_.height()) + "x" + std::to_string(data_.width()) + " images");
+  if (data_.task == Task::language_model) {
+    if (!data_.images.defined() || data_.images.dim() != 2 || data_.images.scalar_type() != torch::kInt64 ||
+        !data_.labels.defined() || !data_.labels.sizes().equals(data_.images.sizes()))
+      throw ConfigError("data set '" + data_.name + "' has no int64 [N, T] tokens with targets of the same shape");
+    if (augment_.enabled()) throw ConfigError("augmentation: data set '" + data_.name + "' is text, not images");
+  } else {
+    if (!data_.images.defined() || data_.images.dim() != 4 || data_.images.scalar_type() != torch::kFloat32) {
+      throw ConfigError("data set '" + data_.name + "' has no float32 [N, C, H, W] images");
+    }
+    if (!data_.labels.defined() || data_.labels.dim() != 1 || data_.labels.size(0) != data_.images.size(0)) {
+      throw ConfigError("data set '" + data_.name + "' needs one label per image");
+    }
+    if (augment_.crop && (augment_.pad < 0 || augment_.pad >= std::min(data_.height(), data_.width()))) {
+      throw ConfigError("augmentation: crop padding " + std::to_string(augment_.pad) + " does not fit " +
+                        std::to_string(data_.height()) + "x" + std::to_string(data_.width()) + " images");
+    }
   }
   if (batchesPerEpoch() == 0) {
     throw ConfigError("data set '" + data_.name + "' of " + std::to_string(data_.size()) + " samples gives " +
@@ -31,6 +38,7 @@ BatchLoader::BatchLoader(const Dataset& data, int rank, int world, int64_t batch
   }
   // index_select needs contiguous storage to stay a plain gather (take() may hand us a view).
   data_.images = data_.images.contiguous();
+  if (data_.task == Task::language_model) return;
   fill_ = data_.blackValue();
   // A hand-made Dataset may record no normalisation: its pixels are taken as raw, black = 0.
   if (fill_.size() != static_cast<size_t>(data_.channels())) fill_.assign(data_.channels(), 0.0f);

@@ -21,7 +21,7 @@ constexpr Entry kRegistry[] = {
     {"mlp", detail::makeMlp},           {"cnn", detail::makeCnn},
     {"vgg11", detail::makeVgg11},       {"vgg16", detail::makeVgg16},
     {"resnet18", detail::makeResNet18}, {"vit-tiny", detail::makeVitTiny},
-    {"vgg16_timm", detail::makeVgg16Timm},
+    {"vgg16_timm", detail::makeVgg16Timm}, {"gpt", detail::makeGpt},
 };
 
 std::string joinedNames() {

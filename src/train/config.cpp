@@ -125,8 +125,15 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("model.dropout", model.dropout, double),
       LC_FIELD("model.init", model.init, std::string),
       LC_FIELD("model.autocast", model.autocast, std::string),
+      LC_FIELD("model.layers", model.layers, int64_t),
+      LC_FIELD("model.dim", model.dim, int64_t),
+      LC_FIELD("model.heads", model.heads, int64_t),
+      LC_FIELD("model.seq_len", model.seq_len, int64_t),
+      LC_FIELD("model.vocab", model.vocab, int64_t),
+      LC_FIELD("model.tied", model.tied, bool),
       LC_FIELD("data.dataset", data.dataset, std::string),
       LC_FIELD("data.dir", data.dir, std::string),
+      LC_FIELD("data.glob", data.glob, std::string),
       LC_FIELD("data.batch_size", data.batch_size, int64_t),
       LC_FIELD("data.test_batch_size", data.test_batch_size, int64_t),
       LC_FIELD("data.augment", data.augment, bool),
@@ -333,6 +340,22 @@ void validate(const TrainConfig& c, const std::string& where) {
   if (!(c.model.dropout >= 0 && c.model.dropout < 1)) bad(where, "model.dropout", "must be in [0, 1)");
   oneOf(where, "model.init", c.model.init, {"default", "ortho-sigma"});
   oneOf(where, "model.autocast", c.model.autocast, {"off", "bf16"});
+  positive("model.layers", static_cast<double>(c.model.layers));
+  positive("model.dim", static_cast<double>(c.model.dim));
+  positive("model.heads", static_cast<double>(c.model.heads));
+  if (c.model.dim % c.model.heads != 0)
+    bad(where, "model.heads", std::to_string(c.model.heads) + " does not divide model.dim " + std::to_string(c.model.dim));
+  positive("model.seq_len", static_cast<double>(c.model.seq_len));
+  positive("model.vocab", static_cast<double>(c.model.vocab));
+  const bool text = c.data.dataset == "text", gpt = c.model.name == "gpt";
+  if (text != gpt)
+    bad(where, text ? "model.name" : "data.dataset",
+        text ? "'" + c.model.name + "' is an image model; the text data set needs model.name = \"gpt\""
+             : "model 'gpt' is a language model; it needs data.dataset = \"text\", not '" + c.data.dataset + "'");
+  if (text && c.model.vocab != 256)
+    bad(where, "model.vocab", "the text data set has 256 byte tokens, got " + std::to_string(c.model.vocab));
+  if (text && c.data.augment) bad(where, "data.augment", "image augmentation does not apply to the text data set");
+  if (text && c.data.glob.empty()) bad(where, "data.glob", "must not be empty (\"*\" takes every file)");
   positive("data.batch_size", static_cast<double>(c.data.batch_size));
   positive("data.test_batch_size", static_cast<double>(c.data.test_batch_size));
   nonneg("data.train_limit", static_cast<double>(c.data.train_limit));

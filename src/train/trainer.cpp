@@ -53,9 +53,19 @@ std::string duration(double s) {
 }
 
 struct Eval {
-  double accuracy = 0, loss = 0;
+  double accuracy = 0, loss = 0;  // language models: per token (next-byte accuracy, nats)
   int64_t samples = 0;
 };
+
+// A byte-level language model's loss per token (nats) in bits per byte.
+double bitsPerByte(double nats) { return nats / std::log(2.0); }
+
+// Cross-entropy of logits [..., classes] against targets [...]: one sample per image, one per
+// token for a language model.
+torch::Tensor crossEntropy(const torch::Tensor& out, const torch::Tensor& y,
+                           const torch::nn::functional::CrossEntropyFuncOptions& opts) {
+  return torch::nn::functional::cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape({-1}), opts);
+}
 
 // Every rank evaluates its shard of the test set with the strategy's forward; sums are combined
 // over the world.
@@ -72,9 +82,9 @@ Eval evaluate(nn::Model& model, parallel::Strategy& strategy, comm::Communicator
   data::Batch b;
   while (loader.next(b)) {
     auto out = strategy.forward(b.x);
-    loss += torch::nn::functional::cross_entropy(out, b.y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
-    correct += out.argmax(1).eq(b.y).sum().item<double>();
-    count += static_cast<double>(b.y.size(0));
+    loss += crossEntropy(out, b.y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
+    correct += out.argmax(-1).eq(b.y).sum().item<double>();
+    count += static_cast<double>(b.y.numel());
   }
   model.train();
   double v[3] = {correct, loss, count};
@@ -139,6 +149,8 @@ class TrainingRun {
 
  private:
   void build();
+  nn::ModelSpec modelSpec() const;
+  bool lm() const { return train_.task == data::Task::language_model; }
   void resumeOrStart();
   void openMetrics();
   void trainStep();
@@ -194,13 +206,39 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, std::shared_ptr<comm::Communica
 }
 
 // Data and model are the same on every rank (rank 0's initial weights are broadcast anyway).
+// The model for the data: image geometry and classes, or a gpt over the data's vocabulary.
+nn::ModelSpec TrainingRun::modelSpec() const {
+  const auto& m = cfg_.model;
+  nn::ModelSpec spec;
+  spec.name = m.name;
+  spec.classes = train_.classes;
+  if (!lm()) {
+    spec.in_channels = static_cast<int>(train_.channels());
+    spec.image_size = static_cast<int>(train_.height());
+  }
+  spec.vit_patch = static_cast<int>(m.vit_patch);
+  spec.vit_depth = static_cast<int>(m.vit_depth);
+  spec.width = m.width;
+  spec.dropout = m.dropout;
+  spec.init = m.init;
+  spec.layers = static_cast<int>(m.layers);
+  spec.dim = static_cast<int>(m.dim);
+  spec.heads = static_cast<int>(m.heads);
+  spec.seq_len = static_cast<int>(m.seq_len);
+  spec.tied = m.tied;
+  return spec;
+}
+
 void TrainingRun::build() {
   torch::manual_seed(cfg_.seed);
-  train_ = data::loadDataset(cfg_.data.dataset, cfg_.data.dir, true, cfg_.seed);
-  test_ = data::loadDataset(cfg_.data.dataset, cfg_.data.dir, false, cfg_.seed);
+  const data::TextOptions text{cfg_.data.glob, cfg_.model.seq_len};
+  train_ = data::loadDataset(cfg_.data.dataset, cfg_.data.dir, true, cfg_.seed, text);
+  test_ = data::loadDataset(cfg_.data.dataset, cfg_.data.dir, false, cfg_.seed, text);
   if (cfg_.data.train_limit > 0) train_ = train_.take(cfg_.data.train_limit);
   if (cfg_.data.test_limit > 0) test_ = test_.take(cfg_.data.test_limit);
-  if (train_.height() != train_.width()) throw ConfigError("data.dataset: images must be square");
+  if (lm() != (cfg_.model.name == "gpt"))  // config validation pairs "text" with "gpt"
+    throw ConfigError("model.name: '" + cfg_.model.name + "' does not fit the data set '" + cfg_.data.dataset + "'");
+  if (!lm() && train_.height() != train_.width()) throw ConfigError("data.dataset: images must be square");
   if (cfg_.fault.slow_rank >= n_)
     throw ConfigError("fault.slow_rank: " + std::to_string(cfg_.fault.slow_rank) + " is not a rank of this " +
                       std::to_string(n_) + "-rank run");
@@ -209,10 +247,7 @@ void TrainingRun::build() {
   fs::create_directories(out_dir_, ec);
   if (ec) throw ConfigError("cannot create logging.out_dir '" + out_dir_.string() + "': " + ec.message());
   if (rank_ == 0) writeFileAtomically((out_dir_ / "config.toml").string(), toToml(cfg_));
-  nn::ModelSpec spec{cfg_.model.name, static_cast<int>(train_.channels()), static_cast<int>(train_.height()),
-                     train_.classes, static_cast<int>(cfg_.model.vit_patch), static_cast<int>(cfg_.model.vit_depth),
-                     cfg_.model.width, cfg_.model.dropout, cfg_.model.init};
-  model_ = nn::makeModel(spec);
+  model_ = nn::makeModel(modelSpec());
   if (rank_ == 0 && cfg_.model.autocast == "bf16" && !cpuRunsBf16Fast())
     std::fprintf(stderr, "warning: model.autocast = \"bf16\" on a CPU without AVX-512: LibTorch runs bf16 "
                          "convolutions through its slow fallback here (about 14x slower than \"off\" on an "
@@ -321,6 +356,7 @@ void TrainingRun::evalNow(int64_t epoch, bool final) {
   nlohmann::json rec = {{"type", "eval"}, {"step", step_}, {"epoch", epoch},
                         {"test_accuracy", last_eval_.accuracy}, {"test_loss", last_eval_.loss},
                         {"samples", last_eval_.samples}, {"bytes_sent", bytes().first}, {"time_s", since(t_start_)}};
+  if (lm()) rec["bits_per_byte"] = bitsPerByte(last_eval_.loss);
   if (!final) rec.update(strategy_->evalFields());
   jsonl_->write(rec);
 }
@@ -341,7 +377,7 @@ void TrainingRun::trainStep() {
     {
       TraceScope s(&trace_, "forward", "compute", 0);
       AutocastScope amp(cfg_.model.autocast == "bf16");
-      loss = torch::nn::functional::cross_entropy(strategy_->forward(b.x), b.y, loss_opts_) / static_cast<double>(accum_);
+      loss = crossEntropy(strategy_->forward(b.x), b.y, loss_opts_) / static_cast<double>(accum_);
     }
     {
       TraceScope s(&trace_, "backward", "compute", 0);
@@ -403,7 +439,10 @@ nlohmann::json TrainingRun::run() {
   const auto t_run = Clock::now();  // this process's training time (t_start_ includes earlier runs')
   auto announce = [&](const char* what, long long at) {
     progress_.finish();
-    if (rank_ == 0 && cfg_.logging.progress)
+    if (rank_ == 0 && cfg_.logging.progress && lm())
+      std::printf("%s %lld: validation loss %.4f, %.4f bits per byte, next-byte accuracy %.2f %%\n", what, at,
+                  last_eval_.loss, bitsPerByte(last_eval_.loss), 100.0 * last_eval_.accuracy);
+    else if (rank_ == 0 && cfg_.logging.progress)
       std::printf("%s %lld: test accuracy %.2f %%, test loss %.4f\n", what, at, 100.0 * last_eval_.accuracy,
                   last_eval_.loss);
   };
@@ -478,6 +517,7 @@ nlohmann::json TrainingRun::summary(double wall) {
   double rss = static_cast<double>(peakRssBytes());  // serialising the final checkpoint included
   world_->allreduce(&rss, 1, comm::DType::f64, comm::ReduceOp::max);
   s["memory"]["peak_rss_with_checkpoint_bytes_max_rank"] = static_cast<int64_t>(rss);
+  if (lm()) s["bits_per_byte"] = bitsPerByte(last_eval_.loss);
   if (cfg_.fault.slow_rank >= 0)
     s["fault"] = {{"slow_rank", cfg_.fault.slow_rank}, {"slow_factor", cfg_.fault.slow_factor}};
   s["restarts"] = opts_.restart_count;

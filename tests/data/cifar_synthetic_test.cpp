@@ -148,8 +148,8 @@ TEST(Registry, UnknownNameListsValidOnes) {
     FAIL() << "no ConfigError";
   } catch (const ConfigError& e) {
     const std::string msg = e.what();
-    for (const char* n : {"imagenet", "fashion-mnist", "cifar10", "synthetic"})
+    for (const char* n : {"imagenet", "fashion-mnist", "cifar10", "synthetic", "text"})
       EXPECT_NE(msg.find(n), std::string::npos) << msg;
   }
-  EXPECT_EQ(datasetNames(), (std::vector<std::string>{"fashion-mnist", "cifar10", "synthetic"}));
+  EXPECT_EQ(datasetNames(), (std::vector<std::string>{"fashion-mnist", "cifar10", "synthetic", "text"}));
 }

@@ -1,5 +1,5 @@
 // The parameters stored in a checkpoint file (its "model" section, read into fresh tensors by
-// the names of a model of the config's kind, 28x28x1 inputs, 10 classes), for comparing two runs
+// the names of a model of the config's kind, 28x28x1 inputs, 10 classes; a gpt as configured), for comparing two runs
 // bit for bit. Only the model section is read: the optimizer section's layout depends on the
 // strategy (ZeRO stores a shard).
 #pragma once
@@ -13,7 +13,16 @@
 namespace lowcomm::test {
 
 inline std::vector<torch::Tensor> checkpointParams(const std::string& file, const train::TrainConfig& c) {
-  auto model = nn::makeModel({c.model.name, 1, 28, 10});
+  nn::ModelSpec spec{c.model.name, 1, 28, 10};
+  if (c.model.name == "gpt") {
+    spec.classes = static_cast<int>(c.model.vocab);
+    spec.layers = static_cast<int>(c.model.layers);
+    spec.dim = static_cast<int>(c.model.dim);
+    spec.heads = static_cast<int>(c.model.heads);
+    spec.seq_len = static_cast<int>(c.model.seq_len);
+    spec.tied = c.model.tied;
+  }
+  auto model = nn::makeModel(spec);
   torch::serialize::InputArchive ar, m;
   ar.load_from(file);
   ar.read("model", m);

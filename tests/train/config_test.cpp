@@ -30,7 +30,8 @@ std::string errorOf(const std::string& text, std::vector<std::string> sets = {})
 
 TEST(Config, ShippedConfigsLoad) {
   for (const char* name : {"fmnist_cnn_ddp.toml", "fmnist_vgg_ddp.toml", "fmnist_cnn_ab.toml", "fmnist_vgg_ab.toml",
-                           "fmnist_vgg16timm_ddp.toml", "fmnist_vgg16timm_ab.toml"}) {
+                           "fmnist_vgg16timm_ddp.toml", "fmnist_vgg16timm_ab.toml", "fmnist_vit_ddp.toml",
+                           "fmnist_vit_ab.toml", "text_gpt.toml"}) {
     const auto c = loadConfig(std::string(LC_SOURCE_DIR) + "/configs/" + name);
     EXPECT_FALSE(c.model.name.empty()) << name;
   }
@@ -39,7 +40,7 @@ TEST(Config, ShippedConfigsLoad) {
 // Each AB config's baseline is the DDP config: identical but for the strategy, [ab] and the
 // output directory.
 TEST(Config, AbConfigsDifferFromTheirDdpBaselinesOnlyInStrategy) {
-  for (const char* model : {"cnn", "vgg", "vgg16timm"}) {
+  for (const char* model : {"cnn", "vgg", "vgg16timm", "vit"}) {
     const std::string dir = std::string(LC_SOURCE_DIR) + "/configs/fmnist_" + model;
     const auto ab = loadConfig(dir + "_ab.toml");
     auto ddp = loadConfig(dir + "_ddp.toml");
@@ -164,6 +165,36 @@ TEST(Config, NumericKeysOutOfRangeNameTheKey) {
     EXPECT_NE(e.find("'" + key + "'"), std::string::npos) << text << " gave: " << e;
   }
   EXPECT_EQ(errorOf("[optimizer]\nbeta1 = 0.0\nbeta2 = 0.95\n[schedule]\nmin_lr = 0.05\ngamma = 1.0\n"), "");
+}
+
+// The language model and the text data set come together; their keys are checked where they are
+// read, naming the key.
+TEST(Config, TextAndGptKeys) {
+  const auto c = loadConfig(std::string(LC_SOURCE_DIR) + "/configs/text_gpt.toml",
+                            {"model.layers=2", "model.tied=true", "data.glob=*/*.txt"});
+  EXPECT_EQ(c.model.name, "gpt");
+  EXPECT_EQ(c.model.layers, 2);
+  EXPECT_TRUE(c.model.tied);
+  EXPECT_EQ(c.data.glob, "*/*.txt");
+  EXPECT_EQ(loadConfig(writeToml(toToml(c))).data.glob, "*/*.txt");
+  const std::string text = "[model]\nname = \"gpt\"\n[data]\ndataset = \"text\"\ndir = \"/tmp\"\n";
+  EXPECT_EQ(errorOf(text), "");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"model.heads=3"}, "'model.heads'"},        // does not divide dim 128
+      {{"model.dim=0"}, "'model.dim'"},
+      {{"model.layers=0"}, "'model.layers'"},
+      {{"model.seq_len=0"}, "'model.seq_len'"},
+      {{"model.vocab=512"}, "'model.vocab'"},       // the bytes are 256 tokens
+      {{"data.augment=true"}, "'data.augment'"},
+      {{"data.glob="}, "'data.glob'"},
+      {{"model.name=cnn"}, "'model.name'"},         // an image model on text
+  };
+  for (const auto& [sets, key] : cases) {
+    const std::string e = errorOf(text, sets);
+    EXPECT_NE(e.find(key), std::string::npos) << sets[0] << " gave: " << e;
+  }
+  const std::string e = errorOf("[model]\nname = \"gpt\"\n");  // on Fashion-MNIST
+  EXPECT_NE(e.find("'data.dataset'"), std::string::npos) << e;
 }
 
 TEST(Config, ResolvedTomlLoadsBackToTheSameValues) {

@@ -1,8 +1,10 @@
-// In-memory image classification data sets: Fashion-MNIST (gzip idx), CIFAR-10 (binary batches)
-// and a seeded synthetic set.
+// In-memory data sets: image classification (Fashion-MNIST from gzip idx, CIFAR-10 binary batches,
+// a seeded synthetic set) and byte-level language modelling (a directory of text files).
 //
-// Contract for every loader: images are float32 [N, C, H, W], contiguous, already normalised per
-// channel as (pixel/255 - mean[c]) / stdev[c]; labels are int64 [N] with values in [0, classes).
+// Contract for every image loader: images are float32 [N, C, H, W], contiguous, already
+// normalised per channel as (pixel/255 - mean[c]) / stdev[c]; labels are int64 [N] with values in
+// [0, classes). For language modelling (task language_model) `images` holds int64 [N, T] input
+// tokens and `labels` int64 [N, T] the next token of each position, both in [0, classes).
 // A missing, truncated or corrupt file throws lowcomm::DataError whose message names the file and
 // the defect; bad arguments (unknown name, non-positive sizes) throw lowcomm::ConfigError.
 #pragma once
@@ -28,17 +30,23 @@ inline const Normalization kCifar10Norm{{0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0
 // Where Debian's dataset-fashion-mnist package installs the files.
 inline const std::string kFashionMnistDefaultDir = "/usr/share/datasets/fashion-mnist";
 
+enum class Task { classification, language_model };
+
 struct Dataset {
-  torch::Tensor images;  // float32 [N, C, H, W], normalised with `norm`
-  torch::Tensor labels;  // int64 [N]
-  int classes = 0;
+  torch::Tensor images;  // float32 [N, C, H, W], normalised with `norm`; language_model: int64 [N, T] tokens
+  torch::Tensor labels;  // int64 [N]; language_model: int64 [N, T] next tokens
+  int classes = 0;       // language_model: the vocabulary (256 byte values)
   std::string name;
+  Task task = Task::classification;
   Normalization norm;  // what was applied at load; a raw pixel value 0 maps to -mean/stdev
 
   int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+  // Image geometry (classification only).
   int64_t channels() const { return images.size(1); }
   int64_t height() const { return images.size(2); }
   int64_t width() const { return images.size(3); }
+  // Tokens per sample (language_model only).
+  int64_t seqLen() const { return images.size(1); }
   // The first min(n, size()) samples, sharing storage (for quick runs and tests).
   Dataset take(int64_t n) const;
   // Normalised value of a black (raw 0) pixel per channel: the fill for zero padding.
@@ -67,11 +75,33 @@ Dataset loadCifar10(const std::string& dir, bool train);
 Dataset makeSynthetic(int64_t n, int channels, int height, int width, int classes, uint64_t seed,
                       uint64_t split = 0);
 
+// The files of a text corpus: regular files under `dir` (recursively) whose path relative to
+// `dir` matches the shell pattern `glob` (fnmatch with FNM_PATHNAME: "*.py" takes the top level
+// only, "*/*.py" one level down), sorted. ConfigError for an empty dir or glob, DataError for a
+// directory that cannot be read.
+std::vector<std::string> textCorpusFiles(const std::string& dir, const std::string& glob);
+
+// Byte-level language-modelling data (task language_model, 256 classes) from the files of
+// textCorpusFiles(dir, glob), split by file: every 10th file in sorted order (with fewer than 10
+// files, the last one) is the validation split (train = false), the others are training data.
+// The split's files are concatenated (gzip files decompressed) and cut into non-overlapping
+// windows: sample i is bytes [i T, (i+1) T) as inputs and the same shifted by one as targets.
+// DataError when fewer than 2 files match or a split holds less than T + 1 bytes.
+Dataset loadTextCorpus(const std::string& dir, const std::string& glob, bool train, int64_t seq_len);
+
+// What only the text data set reads.
+struct TextOptions {
+  std::string glob = "*";
+  int64_t seq_len = 128;
+};
+
 // Registry front end. Names: "fashion-mnist", "cifar10", "synthetic" (10 classes, 1x28x28,
-// 8192 train / 2048 test samples; `dir` ignored). Empty `dir` means the data set's default
-// (Fashion-MNIST: kFashionMnistDefaultDir; CIFAR-10 has none and throws ConfigError).
-// Unknown name -> ConfigError listing the valid names. `seed` only affects "synthetic".
-Dataset loadDataset(const std::string& name, const std::string& dir, bool train, uint64_t seed);
+// 8192 train / 2048 test samples; `dir` ignored), "text" (loadTextCorpus with `text`). Empty `dir`
+// means the data set's default (Fashion-MNIST: kFashionMnistDefaultDir; CIFAR-10 and text have
+// none and throw ConfigError). Unknown name -> ConfigError listing the valid names. `seed` only
+// affects "synthetic".
+Dataset loadDataset(const std::string& name, const std::string& dir, bool train, uint64_t seed,
+                    const TextOptions& text = {});
 std::vector<std::string> datasetNames();
 
 }  // namespace lowcomm::data

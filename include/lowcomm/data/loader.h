@@ -3,7 +3,8 @@
 // Contract:
 // - Batch b of epoch e on rank r holds the samples at sampler positions [b B, (b+1) B) of that
 //   epoch's shard (DistributedSampler with the loader's seed), gathered with index_select;
-//   x is float32 [B, C, H, W], y int64 [B].
+//   x is float32 [B, C, H, W], y int64 [B]; for a language-modelling data set x and y are int64
+//   [B, T] (tokens and next tokens), which takes no augmentation.
 // - Augmentation of that batch is seeded from (seed, e, r, b) alone, so the stream is
 //   reproducible and any position can be reproduced without replaying earlier batches.
 // - dropLast (default) drops the final partial batch, so every rank sees the same number of
@@ -30,8 +31,8 @@
 namespace lowcomm::data {
 
 struct Batch {
-  torch::Tensor x;  // float32 [B, C, H, W]
-  torch::Tensor y;  // int64 [B]
+  torch::Tensor x;  // float32 [B, C, H, W]; language modelling: int64 [B, T]
+  torch::Tensor y;  // int64 [B]; language modelling: int64 [B, T]
 };
 
 class BatchLoader {

@@ -1,10 +1,13 @@
-// Image classifiers built by name from the config (`model.*` keys).
+// Models built by name from the config (`model.*` keys): image classifiers and `gpt`, a byte-level
+// decoder language model.
 //
 // Naming contract (the data-parallel strategy fingerprints parameter names/shapes across ranks and
 // buckets gradients in reverse registration order; the low-rank layer keeps the first and the last
 // layer full rank):
-//  - every model registers its first layer (a Conv2d, or a Linear for `mlp`) as the child module
-//    `stem` and its classifier (a Linear producing the logits) as the child module `head`;
+//  - every model registers its first layer (a Conv2d, a Linear for `mlp`, the token Embedding for
+//    `gpt`) as the child module `stem` and its classifier (a Linear producing the logits; for a
+//    tied `gpt`, a module without parameters that reuses the stem's weight) as the child module
+//    `head`;
 //  - submodules are registered in forward order, so named_parameters() is hierarchical
 //    ("features.0.weight", "layer2.1.conv1.weight", "blocks.3.attn.qkv.weight", "head.bias"),
 //    deterministic, and identical on every construction with the same spec;
@@ -24,7 +27,8 @@ namespace lowcomm::nn {
 inline constexpr const char* kStemName = "stem";
 inline constexpr const char* kHeadName = "head";
 
-// What to build. Inputs are square images [B, in_channels, image_size, image_size].
+// What to build. Inputs are square images [B, in_channels, image_size, image_size], or for `gpt`
+// int64 tokens [B, T] with T <= seq_len.
 struct ModelSpec {
   std::string name;      // one of modelNames()
   int in_channels = 1;   // >= 1
@@ -35,10 +39,19 @@ struct ModelSpec {
   double width = 1.0;    // vgg16_timm: channel multiplier (> 0); other models accept only 1
   double dropout = 0.0;  // vgg16_timm: dropout in pre_logits and before the head, [0, 1)
   std::string init = "default";  // "default" (the family's own) | "ortho-sigma" (see applyInit)
+  // gpt: blocks, model width, attention heads (dividing dim), the longest sequence (position
+  // embeddings), and whether the head reuses the token embedding's weight. Its vocabulary is `classes`.
+  int layers = 4;
+  int dim = 128;
+  int heads = 4;
+  int seq_len = 128;
+  bool tied = false;
 };
 
 // A classifier. forward(x) takes float [B, in_channels, image_size, image_size] and returns logits
-// [B, classes]; any other input shape throws lowcomm::Error naming the expected shape.
+// [B, classes]; any other input shape throws lowcomm::Error naming the expected shape. `gpt` takes
+// int64 tokens [B, T] (T <= seq_len) and returns next-token logits [B, T, classes], position t
+// depending only on tokens 0..t (causal).
 // Models with BatchNorm (vgg*, resnet18) need B >= 2 in train() mode.
 class Model : public torch::nn::Module {
  public:

@@ -24,10 +24,19 @@ struct TrainConfig {
     double dropout = 0.0;          // vgg16_timm dropout
     std::string init = "default";  // default | ortho-sigma
     std::string autocast = "off";  // off | bf16: forward and loss under bf16 autocast, f32 master weights
+    // gpt (byte-level decoder LM): blocks, width, heads, context length, vocabulary (the text
+    // data set's 256 byte values), head tied to the token embedding
+    int64_t layers = 4;
+    int64_t dim = 128;
+    int64_t heads = 4;
+    int64_t seq_len = 128;
+    int64_t vocab = 256;
+    bool tied = false;
   } model;
   struct {
     std::string dataset = "fashion-mnist";
     std::string dir = "/usr/share/datasets/fashion-mnist";
+    std::string glob = "*";  // text: which files under `dir` (shell pattern on the relative path)
     int64_t batch_size = 128;  // per rank and micro-batch
     int64_t test_batch_size = 1000;
     bool augment = false;
