@@ -14,6 +14,8 @@ usage: tools/plot.py RUN.jsonl [RUN2.jsonl ...] -o OUT.png [--labels a,b] [--tit
                 against wall time and against wire MB per rank (each evaluation's payload
                 bytes x the run's measured wire/payload ratio; payload where no wire was measured)
 
+A language model's eval lines carry "bits_per_byte": those runs plot validation bits per byte
+instead of test accuracy (runs of both kinds in one figure are an error).
 Only lines with "type": "step" or "eval" are read; other types and unknown keys are ignored. A run
 needs at least one step line; a run without eval lines just has no line in the accuracy panels.
 The MB axes are logarithmic when the runs' total bytes sent differ by more than 20x.
@@ -35,8 +37,11 @@ def fail(msg):
 
 
 def load(path):
-    """Return (steps, evals): lists of tuples of STEP_KEYS / EVAL_KEYS values, in file order."""
+    """Return (steps, evals, metric): lists of tuples of STEP_KEYS / EVAL_KEYS values, in file
+    order; a language model's evals (lines with "bits_per_byte") hold that instead of
+    test_accuracy, and metric names which one."""
     runs = {"step": [], "eval": []}
+    kinds = {}
     try:
         f = open(path, encoding="utf-8")
     except OSError as e:
@@ -55,6 +60,12 @@ def load(path):
             if kind not in runs:
                 continue
             keys = STEP_KEYS if kind == "step" else EVAL_KEYS
+            if kind == "eval":
+                lm = "bits_per_byte" in row
+                if lm:
+                    keys = ("step", "bits_per_byte", "bytes_sent")
+                if kinds.setdefault("lm", lm) != lm:
+                    fail(f"{path}:{n}: eval lines with and without bits_per_byte in one run")
             vals = []
             for k in keys:
                 v = row.get(k)
@@ -65,7 +76,8 @@ def load(path):
             runs[kind].append(tuple(vals))
     if not runs["step"]:
         fail(f"{path}: no step lines (lines with \"type\": \"step\")")
-    return runs["step"], runs["eval"]
+    metric = "validation bits per byte" if kinds.get("lm") else "test accuracy"
+    return runs["step"], runs["eval"], metric
 
 
 def smooth(ys, n):
@@ -161,6 +173,11 @@ def main():
     if len(labels) != len(a.runs):
         fail(f"--labels has {len(labels)} labels for {len(a.runs)} runs")
     data = [load(p) for p in a.runs]
+    metrics = {m for steps, evals, m in data if evals}
+    if len(metrics) > 1:
+        fail("the runs mix language models (bits per byte) and classifiers (test accuracy)")
+    metric = metrics.pop() if metrics else "test accuracy"
+    data = [(steps, evals) for steps, evals, _ in data]
 
     plt = pyplot()
     totals = [max(r[2] for r in steps + evals) for steps, evals in data]
@@ -178,7 +195,7 @@ def main():
             acc_step.plot([r[0] for r in evals], acc, "o-", color=color, ms=3, label=label)
             acc_mb.plot([r[2] / MB for r in evals], acc, "o-", color=color, ms=3, label=label)
     for ax, ylabel, xlabel in ((loss_step, loss_name, "step"), (loss_mb, loss_name, "MB sent"),
-                               (acc_step, "test accuracy", "step"), (acc_mb, "test accuracy", "MB sent")):
+                               (acc_step, metric, "step"), (acc_mb, metric, "MB sent")):
         ax.set_xlabel(xlabel + (" (log)" if xlabel == "MB sent" and log_bytes else ""))
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both" if xlabel == "MB sent" and log_bytes else "major", alpha=0.3)

@@ -63,6 +63,15 @@ expect_plot_error "step line without loss" "$TMP/noloss.jsonl:1:" "$TMP/noloss.j
 
 expect_plot_error "label count mismatch" "--labels" "$TMP/allreduce.jsonl" "$TMP/lowcomm.jsonl" --labels a -o "$TMP/x.png"
 
+# A language model's run: eval lines carry bits_per_byte, plotted instead of accuracy; it cannot
+# share a figure with a classifier's run.
+sed 's/"test_accuracy"/"bits_per_byte"/' "$TMP/lowcomm.jsonl" > "$TMP/lm.jsonl"
+"$PY" "$PLOT" "$TMP/lm.jsonl" -o "$TMP/lm.png" >"$TMP/out" 2>&1 || { fail "language model run: exit $?"; cat "$TMP/out"; }
+check_png "language model run (bits per byte)" "$TMP/lm.png"
+expect_plot_error "classifier and language model mixed" "mix language models" "$TMP/allreduce.jsonl" "$TMP/lm.jsonl" -o "$TMP/x.png"
+{ grep -m1 '"type": "step"' "$TMP/lm.jsonl"; grep '"type": "eval"' "$TMP/lm.jsonl" | head -1; grep '"type": "eval"' "$TMP/allreduce.jsonl" | head -1; } > "$TMP/both.jsonl"
+expect_plot_error "one run with both kinds of eval lines" "$TMP/both.jsonl:3:" "$TMP/both.jsonl" -o "$TMP/x.png"
+
 if [ -e "$TMP/x.png" ]; then fail "an error case wrote an image"; else pass "error cases wrote no image"; fi
 
 if [ "$FAILS" -ne 0 ]; then echo "$FAILS check(s) failed"; exit 1; fi
