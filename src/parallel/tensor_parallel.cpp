@@ -84,11 +84,12 @@ torch::Tensor reduceFromRegion(const torch::Tensor& x, comm::Communicator& tp) {
 }
 
 ColumnParallelLinearImpl::ColumnParallelLinearImpl(int64_t in, int64_t out, std::shared_ptr<comm::Communicator> tp,
-                                                   bool with_bias)
+                                                   bool with_bias, bool init)
     : tp_(std::move(tp)), in_(in), out_(out) {
   const int64_t rows = share(out, *tp_, "output");
   weight = register_parameter("weight", torch::empty({rows, in}));
   if (with_bias) bias = register_parameter("bias", torch::empty({rows}));
+  if (!init) return;
   auto [w, b] = fullInit(in, out);
   loadFrom(w, b);
 }
@@ -107,11 +108,12 @@ void ColumnParallelLinearImpl::loadFrom(const torch::Tensor& w, const torch::Ten
 }
 
 RowParallelLinearImpl::RowParallelLinearImpl(int64_t in, int64_t out, std::shared_ptr<comm::Communicator> tp,
-                                             bool with_bias)
+                                             bool with_bias, bool init)
     : tp_(std::move(tp)), in_(in), out_(out) {
   const int64_t cols = share(in, *tp_, "input");
   weight = register_parameter("weight", torch::empty({out, cols}));
   if (with_bias) bias = register_parameter("bias", torch::empty({out}));
+  if (!init) return;
   auto [w, b] = fullInit(in, out);
   loadFrom(w, b);
 }

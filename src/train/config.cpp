@@ -161,6 +161,7 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("strategy.overlap", strategy.overlap, bool),
       LC_FIELD("strategy.accumulation", strategy.accumulation, int64_t),
       LC_FIELD("strategy.zero", strategy.zero, int64_t),
+      LC_FIELD("parallel.tp", parallel.tp, int64_t),
       {"ab.group_size", Field{[](TrainConfig& c, const toml::node& n, const std::string& w) {
                                 if (auto v = n.value_exact<std::string>()) {
                                   if (*v == "node") c.ab.group_size = -2;
@@ -326,6 +327,18 @@ void validateAb(const TrainConfig& c, const std::string& where) {
   if (!(a.low_rank_cutoff >= 0 && a.low_rank_cutoff < 1)) bad(where, "ab.low_rank_cutoff", "must be in [0, 1)");
 }
 
+// What runs on a tensor-parallel grid so far: the gpt model, DDP (any codec) on the data-parallel axis.
+void validateParallel(const TrainConfig& c, const std::string& where) {
+  if (c.parallel.tp < 1 || c.parallel.tp > 4096) bad(where, "parallel.tp", "must be in [1, 4096]");
+  if (c.parallel.tp == 1) return;
+  if (c.model.name != "gpt")
+    bad(where, "parallel.tp", "splits the layers of model.name = \"gpt\"; \"" + c.model.name + "\" runs with parallel.tp = 1");
+  if (c.strategy.name != "ddp" || c.strategy.zero != 0)
+    bad(where, "parallel.tp", "runs with strategy.name = \"ddp\" (any codec) on the data-parallel axis; \"" +
+                                  c.strategy.name + (c.strategy.zero ? "\" with strategy.zero" : "\"") +
+                                  " on a tensor-parallel grid is not built yet");
+}
+
 void validate(const TrainConfig& c, const std::string& where) {
   auto positive = [&](const char* key, double v) {
     if (!(v > 0)) bad(where, key, "must be > 0");
@@ -404,6 +417,7 @@ void validate(const TrainConfig& c, const std::string& where) {
   if (c.strategy.zero != 0 && c.compress.codec != "none")
     bad(where, "strategy.zero", "reduce-scatters plain f32 gradients: it needs compress.codec = \"none\", not \"" +
                                     c.compress.codec + "\"");
+  validateParallel(c, where);
   positive("comm.timeout_s", static_cast<double>(c.comm.timeout_s));
   // Deadlines are steady_clock time points in nanoseconds: a timeout of centuries overflows them.
   if (c.comm.timeout_s > kMaxTimeoutS) bad(where, "comm.timeout_s", "must be at most " + std::to_string(kMaxTimeoutS) + " (30 days)");

@@ -9,14 +9,17 @@
 #include <sys/resource.h>
 
 #include "autocast.h"
+#include "evaluate.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/base/trace.h"
 #include "lowcomm/data/dataset.h"
 #include "lowcomm/data/loader.h"
 #include "lowcomm/nn/models.h"
 #include "lowcomm/parallel/compress_hook.h"
+#include "lowcomm/parallel/grid.h"
 #include "lowcomm/parallel/optim_state.h"
 #include "lowcomm/parallel/strategy.h"
+#include "lowcomm/parallel/tp_model.h"
 #include "lowcomm/train/checkpoint.h"
 #include "lowcomm/train/checkpoint_schedule.h"
 #include "lowcomm/train/metrics.h"
@@ -50,46 +53,6 @@ std::string duration(double s) {
   if (s >= 3600) std::snprintf(buf, sizeof(buf), "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
   else std::snprintf(buf, sizeof(buf), "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(s) % 60);
   return buf;
-}
-
-struct Eval {
-  double accuracy = 0, loss = 0;  // language models: per token (next-byte accuracy, nats)
-  int64_t samples = 0;
-};
-
-// A byte-level language model's loss per token (nats) in bits per byte.
-double bitsPerByte(double nats) { return nats / std::log(2.0); }
-
-// Cross-entropy of logits [..., classes] against targets [...]: one sample per image, one per
-// token for a language model.
-torch::Tensor crossEntropy(const torch::Tensor& out, const torch::Tensor& y,
-                           const torch::nn::functional::CrossEntropyFuncOptions& opts) {
-  return torch::nn::functional::cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape({-1}), opts);
-}
-
-// Every rank evaluates its shard of the test set with the strategy's forward; sums are combined
-// over the world.
-Eval evaluate(nn::Model& model, parallel::Strategy& strategy, comm::Communicator& world, const data::Dataset& test,
-              const TrainConfig& c) {
-  strategy.beforeEval();
-  model.eval();
-  torch::NoGradGuard no_grad;
-  const int64_t shard = test.size() / world.size();
-  const int64_t batch = std::max<int64_t>(1, std::min(c.data.test_batch_size, shard));
-  data::BatchLoader loader(test, world.rank(), world.size(), batch, c.seed, {}, /*shuffle=*/false, /*dropLast=*/false);
-  loader.startEpoch(0);
-  double correct = 0, loss = 0, count = 0;
-  data::Batch b;
-  while (loader.next(b)) {
-    auto out = strategy.forward(b.x);
-    loss += crossEntropy(out, b.y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
-    correct += out.argmax(-1).eq(b.y).sum().item<double>();
-    count += static_cast<double>(b.y.numel());
-  }
-  model.train();
-  double v[3] = {correct, loss, count};
-  world.allreduce(v, 3, comm::DType::f64, comm::ReduceOp::sum);
-  return Eval{v[0] / std::max(1.0, v[2]), v[1] / std::max(1.0, v[2]), static_cast<int64_t>(v[2])};
 }
 
 // This rank's codec accounting: raw gradient bytes against encoded bytes, codec time, and the
@@ -149,6 +112,7 @@ class TrainingRun {
 
  private:
   void build();
+  void buildModel();
   nn::ModelSpec modelSpec() const;
   bool lm() const { return train_.task == data::Task::language_model; }
   void resumeOrStart();
@@ -160,6 +124,8 @@ class TrainingRun {
   nlohmann::json summary(double wall);
   std::pair<int64_t, int64_t> bytes() const;
   nlohmann::json withBytes(nlohmann::json j) const;
+  nlohmann::json parallelJson() const;
+  void saveFullModel();
 
   const TrainConfig& cfg_;
   std::shared_ptr<comm::Communicator> world_;
@@ -167,7 +133,10 @@ class TrainingRun {
   const int rank_, n_;
   const fs::path out_dir_, ckpt_dir_;
   data::Dataset train_, test_;
+  parallel::Grid grid_;  // the strategy runs on grid_.dp_comm
   std::shared_ptr<nn::Model> model_;
+  std::shared_ptr<parallel::TensorParallelModel> tp_model_;  // model_ when parallel.tp > 1
+  int64_t full_parameters_ = 0;  // of the whole model (a tensor-parallel rank holds a part)
   Trace trace_;
   std::vector<std::shared_ptr<compress::Compressor>> compressors_;
   std::unique_ptr<data::BatchLoader> loader_;
@@ -175,7 +144,7 @@ class TrainingRun {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<parallel::Strategy> strategy_;
-  torch::nn::functional::CrossEntropyFuncOptions loss_opts_;
+  Criterion criterion_;
 
   TrainState state_;
   bool resumed_ = false;
@@ -198,7 +167,6 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, std::shared_ptr<comm::Communica
       n_(world_->size()),
       out_dir_(cfg.logging.out_dir),
       ckpt_dir_(cfg.checkpoint.dir.empty() ? out_dir_ / "checkpoints" : fs::path(cfg.checkpoint.dir)),
-      loss_opts_(torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(cfg.optimizer.label_smoothing)),
       progress_(world_->rank() == 0 && cfg.logging.progress) {
   build();
   resumeOrStart();
@@ -247,7 +215,7 @@ void TrainingRun::build() {
   fs::create_directories(out_dir_, ec);
   if (ec) throw ConfigError("cannot create logging.out_dir '" + out_dir_.string() + "': " + ec.message());
   if (rank_ == 0) writeFileAtomically((out_dir_ / "config.toml").string(), toToml(cfg_));
-  model_ = nn::makeModel(modelSpec());
+  buildModel();
   if (rank_ == 0 && cfg_.model.autocast == "bf16" && !cpuRunsBf16Fast())
     std::fprintf(stderr, "warning: model.autocast = \"bf16\" on a CPU without AVX-512: LibTorch runs bf16 "
                          "convolutions through its slow fallback here (about 14x slower than \"off\" on an "
@@ -255,7 +223,7 @@ void TrainingRun::build() {
   trace_.setEnabled(!opts_.timeline_path.empty());
   data::Augment aug;
   if (cfg_.data.augment) aug = data::Augment{true, train_.height() >= 32 ? 4 : 2, true};
-  loader_ = std::make_unique<data::BatchLoader>(train_, rank_, n_, cfg_.data.batch_size, cfg_.seed, aug);
+  loader_ = std::make_unique<data::BatchLoader>(train_, grid_.dp_rank, grid_.dp, cfg_.data.batch_size, cfg_.seed, aug);
   accum_ = cfg_.strategy.accumulation;
   per_epoch_ = loader_->batchesPerEpoch() / accum_;
   if (per_epoch_ < 1) throw ConfigError("data.batch_size x strategy.accumulation is larger than a rank's share of the data");
@@ -264,7 +232,7 @@ void TrainingRun::build() {
   schedule_ = std::make_unique<LrSchedule>(cfg_, total_);
   optimizer_ = makeOptimizer(cfg_, model_->parameters());
 
-  parallel::StrategyContext ctx{world_, model_, optimizer_.get(), {}, nullptr, &trace_};
+  parallel::StrategyContext ctx{grid_.dp_comm, model_, optimizer_.get(), {}, nullptr, &trace_};
   ctx.ddp.bucket_bytes = static_cast<size_t>(cfg_.strategy.bucket_mb * 1024 * 1024);
   ctx.ddp.overlap = cfg_.strategy.overlap;
   ctx.hooks = [this]() -> std::shared_ptr<parallel::BucketHook> {
@@ -275,6 +243,21 @@ void TrainingRun::build() {
     return std::make_shared<parallel::CompressHook>(compressors_.back());
   };
   strategy_ = makeStrategy(cfg_, ctx, total_);
+}
+
+// The full model a single process would build (same seed, same draws); with parallel.tp > 1 every
+// rank keeps its tensor-parallel shard of it.
+void TrainingRun::buildModel() {
+  grid_ = parallel::makeGrid(world_, static_cast<int>(cfg_.parallel.tp));
+  auto full = nn::makeModel(modelSpec());
+  full_parameters_ = nn::parameterCount(*full);
+  if (grid_.tp > 1) {
+    tp_model_ = parallel::makeTensorParallel(*full, grid_.tp_comm);
+    model_ = tp_model_;
+  } else {
+    model_ = full;
+  }
+  criterion_ = Criterion{cfg_.optimizer.label_smoothing, tp_model_.get()};
 }
 
 // --resume or a restart by the launcher: the latest checkpoint, checked on every rank.
@@ -350,7 +333,7 @@ void TrainingRun::saveAt(int64_t step) {
 
 // Evaluates now and writes the record (with the strategy's fields unless it is the final one).
 void TrainingRun::evalNow(int64_t epoch, bool final) {
-  last_eval_ = evaluate(*model_, *strategy_, *world_, test_, cfg_);
+  last_eval_ = evaluate(*model_, *strategy_, *grid_.dp_comm, test_, cfg_.data.test_batch_size, cfg_.seed, criterion_);
   last_eval_step_ = step_;
   if (!jsonl_) return;
   nlohmann::json rec = {{"type", "eval"}, {"step", step_}, {"epoch", epoch},
@@ -377,7 +360,7 @@ void TrainingRun::trainStep() {
     {
       TraceScope s(&trace_, "forward", "compute", 0);
       AutocastScope amp(cfg_.model.autocast == "bf16");
-      loss = crossEntropy(strategy_->forward(b.x), b.y, loss_opts_) / static_cast<double>(accum_);
+      loss = criterion_.mean(strategy_->forward(b.x), b.y) / static_cast<double>(accum_);
     }
     {
       TraceScope s(&trace_, "backward", "compute", 0);
@@ -393,8 +376,10 @@ void TrainingRun::trainStep() {
   strategy_->afterBackward();
   {
     TraceScope s(&trace_, "optimizer", "compute", 0);
-    if (cfg_.optimizer.grad_clip > 0 && !strategy_->clipGradients(cfg_.optimizer.grad_clip))
-      torch::nn::utils::clip_grad_norm_(model_->parameters(), cfg_.optimizer.grad_clip);
+    if (cfg_.optimizer.grad_clip > 0 && !strategy_->clipGradients(cfg_.optimizer.grad_clip)) {
+      if (tp_model_) tp_model_->clipGradNorm(cfg_.optimizer.grad_clip);
+      else torch::nn::utils::clip_grad_norm_(model_->parameters(), cfg_.optimizer.grad_clip);
+    }
     last_lr_ = strategy_->lr(step_, schedule_->at(step_));
     for (auto& g : optimizer_->param_groups()) g.options().set_lr(last_lr_);
     optimizer_->step();
@@ -411,7 +396,7 @@ void TrainingRun::trainStep() {
 
 void TrainingRun::logStep(const std::string& phase) {
   const auto [sent, recv] = bytes();
-  const double sps = static_cast<double>(win_.steps * accum_ * cfg_.data.batch_size * n_) / std::max(win_.time, 1e-9);
+  const double sps = static_cast<double>(win_.steps * accum_ * cfg_.data.batch_size * grid_.dp) / std::max(win_.time, 1e-9);
   if (jsonl_) {
     const auto snap = world_->meter().snapshot();
     nlohmann::json rec = {{"type", "step"}, {"step", step_}, {"epoch", loader_->position().epoch + 1},
@@ -471,7 +456,7 @@ nlohmann::json TrainingRun::run() {
   const double wall = since(t_start_);
   memory_ = memoryJson(*world_, *model_, *optimizer_, *strategy_);  // before the final checkpoint's own peak
   saveAt(step_);
-  if (rank_ == 0) savePythonStateDict((out_dir_ / "model_state.pt").string(), *model_);
+  saveFullModel();
   if (!opts_.timeline_path.empty()) writeTimeline(*world_, trace_, opts_.timeline_path);
   auto s = summary(wall);
   if (rank_ == 0) {
@@ -480,6 +465,33 @@ nlohmann::json TrainingRun::run() {
     if (!opts_.summary_path.empty()) writeFileAtomically(opts_.summary_path, text);
   }
   return s;
+}
+
+// model_state.pt: the full model, gathered from the tensor-parallel shards (collective).
+void TrainingRun::saveFullModel() {
+  std::shared_ptr<nn::Model> full = model_;
+  if (tp_model_) {
+    full = nn::makeModel(modelSpec());
+    tp_model_->gatherInto(*full);
+  }
+  if (rank_ == 0) savePythonStateDict((out_dir_ / "model_state.pt").string(), *full);
+}
+
+// The grid and the bytes each axis sent, summed over the ranks (collective). The data-parallel
+// axis is everything the strategy sent (all phases but "tp" and "pp").
+nlohmann::json TrainingRun::parallelJson() const {
+  const auto snap = world_->meter().snapshot();
+  auto phase = [&](const char* p) {
+    const auto it = snap.by_phase.find(p);
+    return it == snap.by_phase.end() ? 0.0 : static_cast<double>(it->second.bytes_sent);
+  };
+  double v[3] = {phase(parallel::kTensorParallelPhase), phase(parallel::kPipelineParallelPhase),
+                 static_cast<double>(snap.total.bytes_sent)};
+  v[2] -= v[0] + v[1];
+  world_->allreduce(v, 3, comm::DType::f64, comm::ReduceOp::sum);
+  return {{"dp", grid_.dp}, {"tp", grid_.tp}, {"pp", grid_.pp}, {"parameters_this_rank", nn::parameterCount(*model_)},
+          {"bytes_sent_by_axis", {{"dp", static_cast<int64_t>(v[2])}, {"tp", static_cast<int64_t>(v[0])},
+                                  {"pp", static_cast<int64_t>(v[1])}}}};
 }
 
 // Totals over ranks, and the straggler (the rank that waited least: the others waited for it).
@@ -496,7 +508,7 @@ nlohmann::json TrainingRun::summary(double wall) {
   double my_wait = st.wait_s;
   world_->allgather(&my_wait, waits.data(), 1, comm::DType::f64);
   const int straggler = static_cast<int>(std::min_element(waits.begin(), waits.end()) - waits.begin());
-  const int64_t samples = (step_ - state_.step) * accum_ * cfg_.data.batch_size * n_;
+  const int64_t samples = (step_ - state_.step) * accum_ * cfg_.data.batch_size * grid_.dp;
   nlohmann::json s = {
       {"strategy", cfg_.strategy.name}, {"model", cfg_.model.name}, {"dataset", cfg_.data.dataset}, {"world", n_},
       {"steps", step_}, {"epochs", static_cast<double>(step_) / static_cast<double>(per_epoch_)}, {"wall_s", wall},
@@ -511,13 +523,14 @@ nlohmann::json TrainingRun::summary(double wall) {
       {"comm_s", st.comm_s}, {"wait_s", st.wait_s}, {"compute_s", total_compute_},
       {"comm_hidden_fraction", st.comm_s > 0 ? std::max(0.0, 1.0 - st.wait_s / st.comm_s) : 0.0},
       {"straggler_rank", straggler}, {"wait_s_by_rank", waits},
-      {"parameters", nn::parameterCount(*model_)}, {"buckets", strategy_->buckets()},
+      {"parameters", full_parameters_}, {"buckets", strategy_->buckets()},
       {"codec", cfg_.compress.codec}, {"compression", compressionJson(compressors_, cfg_)},
       {"memory", memory_}};
   double rss = static_cast<double>(peakRssBytes());  // serialising the final checkpoint included
   world_->allreduce(&rss, 1, comm::DType::f64, comm::ReduceOp::max);
   s["memory"]["peak_rss_with_checkpoint_bytes_max_rank"] = static_cast<int64_t>(rss);
   if (lm()) s["bits_per_byte"] = bitsPerByte(last_eval_.loss);
+  s["parallel"] = parallelJson();
   if (cfg_.fault.slow_rank >= 0)
     s["fault"] = {{"slow_rank", cfg_.fault.slow_rank}, {"slow_factor", cfg_.fault.slow_factor}};
   s["restarts"] = opts_.restart_count;

@@ -30,7 +30,10 @@ torch::Tensor reduceFromRegion(const torch::Tensor& x, comm::Communicator& tp);
 
 class ColumnParallelLinearImpl : public torch::nn::Module {
  public:
-  ColumnParallelLinearImpl(int64_t in, int64_t out, std::shared_ptr<comm::Communicator> tp, bool bias = true);
+  // init: torch::nn::Linear's default init of the full layer, sharded; false leaves the weights
+  // uninitialised (for a loadFrom that follows) and draws nothing from torch's generator.
+  ColumnParallelLinearImpl(int64_t in, int64_t out, std::shared_ptr<comm::Communicator> tp, bool bias = true,
+                           bool init = true);
   torch::Tensor forward(const torch::Tensor& x);
   // Copies this rank's rows out of a full layer's weight [out x in] and bias [out].
   void loadFrom(const torch::Tensor& weight, const torch::Tensor& bias);
@@ -44,7 +47,8 @@ TORCH_MODULE(ColumnParallelLinear);
 
 class RowParallelLinearImpl : public torch::nn::Module {
  public:
-  RowParallelLinearImpl(int64_t in, int64_t out, std::shared_ptr<comm::Communicator> tp, bool bias = true);
+  RowParallelLinearImpl(int64_t in, int64_t out, std::shared_ptr<comm::Communicator> tp, bool bias = true,
+                        bool init = true);
   torch::Tensor forward(const torch::Tensor& x);
   // Copies this rank's columns out of a full layer's weight [out x in], and the whole bias [out].
   void loadFrom(const torch::Tensor& weight, const torch::Tensor& bias);

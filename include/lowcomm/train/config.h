@@ -1,5 +1,5 @@
 // Training configuration: a TOML file (sections model, data, optimizer, schedule, strategy,
-// ab, compress, comm, logging, checkpoint) plus `--set section.key=value` overrides.
+// parallel, ab, compress, comm, logging, checkpoint) plus `--set section.key=value` overrides.
 //
 // Contract: an unknown key, a value of the wrong type or out of range is a ConfigError naming
 // the file (or "--set") and the key. toToml() writes the resolved configuration, which loads
@@ -69,6 +69,11 @@ struct TrainConfig {
     int64_t accumulation = 1;  // micro-batches per optimizer step
     int64_t zero = 0;  // ddp only: ZeRO stage 1 or 2 (lowcomm/parallel/zero.h), 0 = off
   } strategy;
+  // Model parallelism (lowcomm/parallel/grid.h): the world is a dp x tp grid, the strategy runs on
+  // the data-parallel axis (dp = world / tp).
+  struct {
+    int64_t tp = 1;  // tensor-parallel ranks per model replica (gpt only; Megatron-style)
+  } parallel;
   // AB-training (strategy.name = "ab"; AB_TRAINING.md). Defaults follow the reference's
   // experiment configs where they are not step counts.
   struct {
