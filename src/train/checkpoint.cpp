@@ -98,6 +98,7 @@ void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::op
   ar.write("config_hash", scalar(static_cast<int64_t>(state.config_hash)));
   ar.write("bytes_sent", scalar(state.bytes_sent));
   ar.write("bytes_recv", scalar(state.bytes_recv));
+  if (!state.grid.empty()) ar.write("grid", torch::tensor(state.grid, torch::kInt64));
   torch::serialize::OutputArchive m;
   for (const auto& p : model.named_parameters()) m.write(p.key(), p.value());
   for (const auto& b : model.named_buffers()) m.write(b.key(), b.value(), /*is_buffer=*/true);
@@ -142,16 +143,23 @@ void loadStrategySection(const std::string& path, const SectionReader& read) {
   }
 }
 
-TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                          parallel::BucketHook& hook) {
+namespace {
+// Reads `path` into `ar`; DataError naming the file when it is missing or not an archive.
+void openArchive(const std::string& path, torch::serialize::InputArchive& ar) {
   if (!fs::exists(path)) throw DataError("checkpoint '" + path + "' does not exist");
-  torch::serialize::InputArchive ar;
   try {
     ar.load_from(path);
   } catch (const std::exception& e) {
     throw DataError("checkpoint '" + path + "' is truncated or not a lowcomm checkpoint: " +
                     std::string(e.what()).substr(0, 200));
   }
+}
+}  // namespace
+
+TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
+                          parallel::BucketHook& hook) {
+  torch::serialize::InputArchive ar;
+  openArchive(path, ar);
   auto readInt = [&](const char* key) {
     torch::Tensor t;
     if (!ar.try_read(key, t) || t.numel() != 1)
@@ -169,8 +177,9 @@ TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, tor
   s.config_hash = static_cast<uint64_t>(readInt("config_hash"));
   s.bytes_sent = readInt("bytes_sent");
   s.bytes_recv = readInt("bytes_recv");
-  torch::Tensor el;
+  torch::Tensor el, grid;
   if (ar.try_read("elapsed_s", el)) s.elapsed_s = el.item<double>();
+  if (ar.try_read("grid", grid)) s.grid = std::vector<int64_t>(grid.data_ptr<int64_t>(), grid.data_ptr<int64_t>() + grid.numel());
   try {
     torch::serialize::InputArchive m;
     ar.read("model", m);
@@ -257,6 +266,14 @@ void savePythonStateDict(const std::string& path, torch::nn::Module& model) {
   for (const auto& b : model.named_buffers()) dict.insert(b.key(), b.value().detach().clone());
   const auto bytes = torch::pickle_save(c10::IValue(dict));
   writeFileAtomicallyWith(path, [&](const FileSink& sink) { sink(bytes.data(), bytes.size()); });
+}
+
+std::vector<int64_t> readCheckpointGrid(const std::string& path) {
+  torch::serialize::InputArchive ar;
+  openArchive(path, ar);
+  torch::Tensor grid;
+  if (!ar.try_read("grid", grid)) return {};
+  return std::vector<int64_t>(grid.data_ptr<int64_t>(), grid.data_ptr<int64_t>() + grid.numel());
 }
 
 }  // namespace lowcomm::train

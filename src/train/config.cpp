@@ -162,6 +162,9 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("strategy.accumulation", strategy.accumulation, int64_t),
       LC_FIELD("strategy.zero", strategy.zero, int64_t),
       LC_FIELD("parallel.tp", parallel.tp, int64_t),
+      LC_FIELD("parallel.pp", parallel.pp, int64_t),
+      LC_FIELD("parallel.micro_batches", parallel.micro_batches, int64_t),
+      LC_FIELD("parallel.schedule", parallel.schedule, std::string),
       {"ab.group_size", Field{[](TrainConfig& c, const toml::node& n, const std::string& w) {
                                 if (auto v = n.value_exact<std::string>()) {
                                   if (*v == "node") c.ab.group_size = -2;
@@ -327,16 +330,25 @@ void validateAb(const TrainConfig& c, const std::string& where) {
   if (!(a.low_rank_cutoff >= 0 && a.low_rank_cutoff < 1)) bad(where, "ab.low_rank_cutoff", "must be in [0, 1)");
 }
 
-// What runs on a tensor-parallel grid so far: the gpt model, DDP (any codec) on the data-parallel axis.
+// What runs on a model-parallel grid so far: the gpt model, DDP (any codec) on the data-parallel axis.
 void validateParallel(const TrainConfig& c, const std::string& where) {
-  if (c.parallel.tp < 1 || c.parallel.tp > 4096) bad(where, "parallel.tp", "must be in [1, 4096]");
-  if (c.parallel.tp == 1) return;
+  const auto& p = c.parallel;
+  if (p.tp < 1 || p.tp > 4096) bad(where, "parallel.tp", "must be in [1, 4096]");
+  if (p.pp < 1 || p.pp > 4096) bad(where, "parallel.pp", "must be in [1, 4096]");
+  oneOf(where, "parallel.schedule", p.schedule, {"1f1b", "gpipe"});
+  if (p.micro_batches < 1) bad(where, "parallel.micro_batches", "must be >= 1");
+  if (p.pp == 1 && p.micro_batches != 1)
+    bad(where, "parallel.micro_batches", "splits a pipeline's batch (parallel.pp > 1); without a pipeline use strategy.accumulation");
+  if (p.pp > 1 && c.data.batch_size % p.micro_batches != 0)
+    bad(where, "parallel.micro_batches", std::to_string(p.micro_batches) + " micro-batches do not divide data.batch_size = " +
+                                            std::to_string(c.data.batch_size));
+  if (p.tp == 1 && p.pp == 1) return;
+  const std::string key = p.tp > 1 ? "parallel.tp" : "parallel.pp";
   if (c.model.name != "gpt")
-    bad(where, "parallel.tp", "splits the layers of model.name = \"gpt\"; \"" + c.model.name + "\" runs with parallel.tp = 1");
+    bad(where, key, "splits the layers of model.name = \"gpt\"; \"" + c.model.name + "\" runs with parallel.tp = parallel.pp = 1");
   if (c.strategy.name != "ddp" || c.strategy.zero != 0)
-    bad(where, "parallel.tp", "runs with strategy.name = \"ddp\" (any codec) on the data-parallel axis; \"" +
-                                  c.strategy.name + (c.strategy.zero ? "\" with strategy.zero" : "\"") +
-                                  " on a tensor-parallel grid is not built yet");
+    bad(where, key, "runs with strategy.name = \"ddp\" (any codec) on the data-parallel axis; \"" + c.strategy.name +
+                        (c.strategy.zero ? "\" with strategy.zero" : "\"") + " on a model-parallel grid is not built yet");
 }
 
 void validate(const TrainConfig& c, const std::string& where) {

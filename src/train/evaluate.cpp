@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "lowcomm/data/loader.h"
 
 namespace lowcomm::train {
 
@@ -24,7 +23,7 @@ std::pair<double, double> Criterion::sumAndCorrect(const torch::Tensor& logits, 
 double bitsPerByte(double nats) { return nats / std::log(2.0); }
 
 Eval evaluate(nn::Model& model, parallel::Strategy& strategy, comm::Communicator& dp, const data::Dataset& test,
-              int64_t test_batch, uint64_t seed, const Criterion& criterion) {
+              int64_t test_batch, uint64_t seed, const ScoreFn& score) {
   strategy.beforeEval();
   model.eval();
   torch::NoGradGuard no_grad;
@@ -35,7 +34,7 @@ Eval evaluate(nn::Model& model, parallel::Strategy& strategy, comm::Communicator
   double correct = 0, loss = 0, count = 0;
   data::Batch b;
   while (loader.next(b)) {
-    const auto [l, c] = criterion.sumAndCorrect(strategy.forward(b.x), b.y);
+    const auto [l, c] = score(b);
     loss += l, correct += c;
     count += static_cast<double>(b.y.numel());
   }

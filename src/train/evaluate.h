@@ -1,23 +1,26 @@
 // The loss a run trains on and its test evaluation (private to lowcomm_train), for a full model
-// or one split by tensor parallelism (whose logits are vocabulary slices: the loss and the
-// argmax are computed over the tensor-parallel ranks without gathering the logits).
+// or a sharded one (whose logits are vocabulary slices over the tensor-parallel ranks: the loss
+// and the argmax are computed without gathering the logits).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 
 #include "lowcomm/comm/communicator.h"
 #include "lowcomm/data/dataset.h"
+#include "lowcomm/data/loader.h"
 #include "lowcomm/nn/models.h"
 #include "lowcomm/parallel/strategy.h"
-#include "lowcomm/parallel/tp_model.h"
+#include "lowcomm/parallel/sharded_model.h"
 
 namespace lowcomm::train {
 
 struct Criterion {
   double label_smoothing = 0;
-  parallel::TensorParallelModel* tp = nullptr;  // null: the logits are full
+  parallel::ShardedModel* tp = nullptr;  // null: the logits are full
 
   // Mean cross-entropy of logits [..., classes] against targets [...] (one sample per image, one
   // per token for a language model), with label smoothing.
@@ -34,10 +37,13 @@ struct Eval {
 // A byte-level language model's loss per token (nats) in bits per byte.
 double bitsPerByte(double nats);
 
+// A batch's summed loss and correct predictions, on every rank of a model replica.
+using ScoreFn = std::function<std::pair<double, double>(const data::Batch&)>;
+
 // Every data-parallel replica evaluates its shard of the test set (batches of at most
-// `test_batch`) with the strategy's forward; the sums are combined over `dp`. The ranks of one
-// tensor-parallel group evaluate the same shard together.
+// `test_batch`) with `score`; the sums are combined over `dp`. The tensor-parallel ranks and
+// pipeline stages of one replica evaluate the same shard together.
 Eval evaluate(nn::Model& model, parallel::Strategy& strategy, comm::Communicator& dp, const data::Dataset& test,
-              int64_t test_batch, uint64_t seed, const Criterion& criterion);
+              int64_t test_batch, uint64_t seed, const ScoreFn& score);
 
 }  // namespace lowcomm::train

@@ -19,7 +19,8 @@
 #include "lowcomm/parallel/grid.h"
 #include "lowcomm/parallel/optim_state.h"
 #include "lowcomm/parallel/strategy.h"
-#include "lowcomm/parallel/tp_model.h"
+#include "lowcomm/parallel/pipeline.h"
+#include "lowcomm/parallel/sharded_model.h"
 #include "lowcomm/train/checkpoint.h"
 #include "lowcomm/train/checkpoint_schedule.h"
 #include "lowcomm/train/metrics.h"
@@ -116,6 +117,7 @@ class TrainingRun {
   nn::ModelSpec modelSpec() const;
   bool lm() const { return train_.task == data::Task::language_model; }
   void resumeOrStart();
+  void checkResumedGrid(const std::string& rank0_file) const;
   void openMetrics();
   void trainStep();
   void logStep(const std::string& phase);
@@ -125,6 +127,7 @@ class TrainingRun {
   std::pair<int64_t, int64_t> bytes() const;
   nlohmann::json withBytes(nlohmann::json j) const;
   nlohmann::json parallelJson() const;
+  nlohmann::json pipelineJson() const;
   void saveFullModel();
 
   const TrainConfig& cfg_;
@@ -135,7 +138,8 @@ class TrainingRun {
   data::Dataset train_, test_;
   parallel::Grid grid_;  // the strategy runs on grid_.dp_comm
   std::shared_ptr<nn::Model> model_;
-  std::shared_ptr<parallel::TensorParallelModel> tp_model_;  // model_ when parallel.tp > 1
+  std::shared_ptr<parallel::ShardedModel> shard_;  // model_ when parallel.tp or parallel.pp > 1
+  std::unique_ptr<parallel::Pipeline> pipeline_;   // parallel.pp > 1
   int64_t full_parameters_ = 0;  // of the whole model (a tensor-parallel rank holds a part)
   Trace trace_;
   std::vector<std::shared_ptr<compress::Compressor>> compressors_;
@@ -248,16 +252,20 @@ void TrainingRun::build() {
 // The full model a single process would build (same seed, same draws); with parallel.tp > 1 every
 // rank keeps its tensor-parallel shard of it.
 void TrainingRun::buildModel() {
-  grid_ = parallel::makeGrid(world_, static_cast<int>(cfg_.parallel.tp));
+  grid_ = parallel::makeGrid(world_, static_cast<int>(cfg_.parallel.tp), static_cast<int>(cfg_.parallel.pp));
   auto full = nn::makeModel(modelSpec());
   full_parameters_ = nn::parameterCount(*full);
-  if (grid_.tp > 1) {
-    tp_model_ = parallel::makeTensorParallel(*full, grid_.tp_comm);
-    model_ = tp_model_;
+  if (grid_.tp > 1 || grid_.pp > 1) {
+    shard_ = parallel::makeShardedModel(*full, grid_.tp_comm, grid_.pp > 1 ? grid_.pp_comm : nullptr);
+    model_ = shard_;
   } else {
     model_ = full;
   }
-  criterion_ = Criterion{cfg_.optimizer.label_smoothing, tp_model_.get()};
+  if (grid_.pp > 1)
+    pipeline_ = std::make_unique<parallel::Pipeline>(
+        shard_, grid_.pp_comm,
+        parallel::PipelineOptions{static_cast<int>(cfg_.parallel.micro_batches), cfg_.parallel.schedule}, &trace_);
+  criterion_ = Criterion{cfg_.optimizer.label_smoothing, shard_.get()};
 }
 
 // --resume or a restart by the launcher: the latest checkpoint, checked on every rank.
@@ -275,6 +283,7 @@ void TrainingRun::resumeOrStart() {
     loader_->startEpoch(0);
     return;
   }
+  checkResumedGrid(checkpointFile(ckpt_dir_.string(), resume_step, 0));
   const std::string file = checkpointFile(ckpt_dir_.string(), resume_step, rank_);
   const uint64_t want = state_.config_hash;
   if (auto read = strategy_->stateReader()) loadStrategySection(file, read);
@@ -283,6 +292,19 @@ void TrainingRun::resumeOrStart() {
     throw ConfigError("--resume: '" + file + "' was written with a different model, data, batch, seed, world size or compress codec");
   checkResumedAlike(*world_, strategy_->replicas(), state_.step, resume_step, *model_, file);
   loader_->seek(state_.position);
+}
+
+// A checkpoint holds each rank's shard of its grid: it only loads under the same grid.
+void TrainingRun::checkResumedGrid(const std::string& rank0_file) const {
+  const auto was = readCheckpointGrid(rank0_file);
+  const std::vector<int64_t> now = {grid_.dp, grid_.tp, grid_.pp};
+  auto str = [](const std::vector<int64_t>& g) {
+    return "dp " + std::to_string(g[0]) + " x tp " + std::to_string(g[1]) + " x pp " + std::to_string(g[2]);
+  };
+  if (!was.empty() && was != now)
+    throw ConfigError("--resume: '" + rank0_file + "' was written by a " + str(was) + " grid, this run is " + str(now) +
+                      "; a checkpoint is resharded only through model_state.pt (resume with the same parallel.tp and "
+                      "number of processes)");
 }
 
 void TrainingRun::openMetrics() {
@@ -319,6 +341,7 @@ void TrainingRun::saveAt(int64_t step) {
   st.step = step;
   st.position = loader_->position();
   st.elapsed_s = since(t_start_);
+  st.grid = {grid_.dp, grid_.tp, grid_.pp};
   std::tie(st.bytes_sent, st.bytes_recv) = bytes();
   saveCheckpoint(checkpointFile(ckpt_dir_.string(), step, rank_), *model_, *optimizer_, st, strategy_->hook(),
                  strategy_->stateWriter());
@@ -333,7 +356,13 @@ void TrainingRun::saveAt(int64_t step) {
 
 // Evaluates now and writes the record (with the strategy's fields unless it is the final one).
 void TrainingRun::evalNow(int64_t epoch, bool final) {
-  last_eval_ = evaluate(*model_, *strategy_, *grid_.dp_comm, test_, cfg_.data.test_batch_size, cfg_.seed, criterion_);
+  const ScoreFn score = [this](const data::Batch& b) {
+    if (!pipeline_) return criterion_.sumAndCorrect(strategy_->forward(b.x), b.y);
+    return pipeline_->evalBatch(b.x, b.y, [this](const torch::Tensor& out, const torch::Tensor& y) {
+      return criterion_.sumAndCorrect(out, y);
+    });
+  };
+  last_eval_ = evaluate(*model_, *strategy_, *grid_.dp_comm, test_, cfg_.data.test_batch_size, cfg_.seed, score);
   last_eval_step_ = step_;
   if (!jsonl_) return;
   nlohmann::json rec = {{"type", "eval"}, {"step", step_}, {"epoch", epoch},
@@ -355,6 +384,14 @@ void TrainingRun::trainStep() {
   data::Batch b;
   for (int64_t a = 0; a < accum_; ++a) {
     loader_->next(b);
+    if (pipeline_) {
+      AutocastScope amp(cfg_.model.autocast == "bf16");
+      step_loss += pipeline_->trainStep(
+          b.x, b.y, 1.0 / static_cast<double>(accum_),
+          [this](const torch::Tensor& out, const torch::Tensor& y) { return criterion_.mean(out, y); },
+          [&](bool last) { strategy_->setSync(last && a == accum_ - 1); });
+      continue;
+    }
     strategy_->setSync(a == accum_ - 1);
     torch::Tensor loss;
     {
@@ -377,7 +414,7 @@ void TrainingRun::trainStep() {
   {
     TraceScope s(&trace_, "optimizer", "compute", 0);
     if (cfg_.optimizer.grad_clip > 0 && !strategy_->clipGradients(cfg_.optimizer.grad_clip)) {
-      if (tp_model_) tp_model_->clipGradNorm(cfg_.optimizer.grad_clip);
+      if (shard_) shard_->clipGradNorm(cfg_.optimizer.grad_clip);
       else torch::nn::utils::clip_grad_norm_(model_->parameters(), cfg_.optimizer.grad_clip);
     }
     last_lr_ = strategy_->lr(step_, schedule_->at(step_));
@@ -470,9 +507,9 @@ nlohmann::json TrainingRun::run() {
 // model_state.pt: the full model, gathered from the tensor-parallel shards (collective).
 void TrainingRun::saveFullModel() {
   std::shared_ptr<nn::Model> full = model_;
-  if (tp_model_) {
+  if (shard_) {
     full = nn::makeModel(modelSpec());
-    tp_model_->gatherInto(*full);
+    shard_->gatherInto(*full);
   }
   if (rank_ == 0) savePythonStateDict((out_dir_ / "model_state.pt").string(), *full);
 }
@@ -489,9 +526,34 @@ nlohmann::json TrainingRun::parallelJson() const {
                  static_cast<double>(snap.total.bytes_sent)};
   v[2] -= v[0] + v[1];
   world_->allreduce(v, 3, comm::DType::f64, comm::ReduceOp::sum);
-  return {{"dp", grid_.dp}, {"tp", grid_.tp}, {"pp", grid_.pp}, {"parameters_this_rank", nn::parameterCount(*model_)},
-          {"bytes_sent_by_axis", {{"dp", static_cast<int64_t>(v[2])}, {"tp", static_cast<int64_t>(v[0])},
-                                  {"pp", static_cast<int64_t>(v[1])}}}};
+  nlohmann::json j = {{"dp", grid_.dp}, {"tp", grid_.tp}, {"pp", grid_.pp},
+                      {"parameters_this_rank", nn::parameterCount(*model_)},
+                      {"bytes_sent_by_axis", {{"dp", static_cast<int64_t>(v[2])}, {"tp", static_cast<int64_t>(v[0])},
+                                              {"pp", static_cast<int64_t>(v[1])}}}};
+  if (pipeline_) j["pipeline"] = pipelineJson();
+  return j;
+}
+
+// Per stage (gathered over the pipeline): measured bubble, in-flight micro-batches, activation
+// memory; and the schedule's theoretical bubble (collective over the pipeline).
+nlohmann::json TrainingRun::pipelineJson() const {
+  const auto& st = pipeline_->stats();
+  const int p = grid_.pp;
+  double mine[4] = {st.bubble(), static_cast<double>(st.max_in_flight), static_cast<double>(st.peak_activation_bytes),
+                    st.wall_s / std::max<int64_t>(1, st.steps)};
+  std::vector<double> all(4 * p);
+  grid_.pp_comm->allgather(mine, all.data(), 4, comm::DType::f64);
+  nlohmann::json stages = nlohmann::json::array();
+  double bubble = 0;
+  for (int s = 0; s < p; ++s) {
+    stages.push_back({{"stage", s}, {"bubble_fraction", all[4 * s]}, {"max_in_flight", static_cast<int>(all[4 * s + 1])},
+                      {"peak_activation_bytes", static_cast<int64_t>(all[4 * s + 2])}, {"step_s", all[4 * s + 3]}});
+    bubble += all[4 * s] / p;
+  }
+  const auto units = shard_->units();
+  return {{"schedule", cfg_.parallel.schedule}, {"micro_batches", cfg_.parallel.micro_batches},
+          {"bubble_fraction", bubble}, {"bubble_fraction_theory", st.theory}, {"stages", stages},
+          {"units_this_stage", {units.first, units.second}}};
 }
 
 // Totals over ranks, and the straggler (the rank that waited least: the others waited for it).

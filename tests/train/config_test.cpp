@@ -197,6 +197,36 @@ TEST(Config, TextAndGptKeys) {
   EXPECT_NE(e.find("'data.dataset'"), std::string::npos) << e;
 }
 
+// The model-parallel grid: gpt with DDP only, micro-batches only for a pipeline that divides the batch.
+TEST(Config, ParallelKeys) {
+  const auto c = loadConfig(std::string(LC_SOURCE_DIR) + "/configs/text_gpt.toml",
+                            {"parallel.tp=2", "parallel.pp=2", "parallel.micro_batches=4", "parallel.schedule=gpipe"});
+  EXPECT_EQ(c.parallel.tp, 2);
+  EXPECT_EQ(c.parallel.pp, 2);
+  EXPECT_EQ(c.parallel.micro_batches, 4);
+  EXPECT_EQ(c.parallel.schedule, "gpipe");
+  const auto back = loadConfig(writeToml(toToml(c)));
+  EXPECT_EQ(back.parallel.pp, 2);
+  EXPECT_EQ(back.parallel.schedule, "gpipe");
+  const std::string text = "[model]\nname = \"gpt\"\n[data]\ndataset = \"text\"\ndir = \"/tmp\"\nbatch_size = 16\n";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"parallel.tp=0"}, "'parallel.tp'"},
+      {{"parallel.pp=0"}, "'parallel.pp'"},
+      {{"parallel.schedule=zigzag"}, "'parallel.schedule'"},
+      {{"parallel.micro_batches=2"}, "'parallel.micro_batches'"},                       // no pipeline
+      {{"parallel.pp=2", "parallel.micro_batches=3"}, "'parallel.micro_batches'"},     // 3 does not divide 16
+      {{"parallel.tp=2", "strategy.name=ab"}, "'parallel.tp'"},
+      {{"parallel.pp=2", "strategy.zero=1"}, "'parallel.pp'"},
+  };
+  for (const auto& [sets, key] : cases) {
+    const std::string e = errorOf(text, sets);
+    EXPECT_NE(e.find(key), std::string::npos) << sets.back() << " gave: " << e;
+  }
+  EXPECT_EQ(errorOf(text, {"parallel.tp=2", "parallel.pp=2", "parallel.micro_batches=4"}), "");
+  const std::string image = errorOf("", {"parallel.tp=2"});  // the default cnn
+  EXPECT_NE(image.find("'parallel.tp'"), std::string::npos) << image;
+}
+
 TEST(Config, ResolvedTomlLoadsBackToTheSameValues) {
   auto c = loadConfig("", {"model.name=vgg11", "optimizer.lr=0.125", "strategy.overlap=false", "data.dir=/x y/z",
                            "schedule.min_lr=1e-5"});

@@ -25,6 +25,7 @@ struct TrainState {
   int64_t bytes_sent = 0;  // this rank's traffic before this checkpoint (metrics stay cumulative)
   int64_t bytes_recv = 0;
   uint64_t config_hash = 0;  // of the keys that must not change across a resume
+  std::vector<int64_t> grid;  // {dp, tp, pp} of the run that wrote it; empty: not recorded
 };
 
 std::string checkpointFile(const std::string& dir, int64_t step, int rank);
@@ -39,6 +40,10 @@ void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::op
 void loadStrategySection(const std::string& path, const SectionReader& read);
 TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
                           parallel::BucketHook& hook);
+
+// The {dp, tp, pp} grid a checkpoint was written under (empty for a checkpoint that predates
+// grids); DataError naming the file if it is not a lowcomm checkpoint.
+std::vector<int64_t> readCheckpointGrid(const std::string& path);
 
 // `latest` pointer: written by rank 0 once all ranks saved (atomically), read by everyone.
 void writeLatest(const std::string& dir, int64_t step);

@@ -69,10 +69,13 @@ struct TrainConfig {
     int64_t accumulation = 1;  // micro-batches per optimizer step
     int64_t zero = 0;  // ddp only: ZeRO stage 1 or 2 (lowcomm/parallel/zero.h), 0 = off
   } strategy;
-  // Model parallelism (lowcomm/parallel/grid.h): the world is a dp x tp grid, the strategy runs on
-  // the data-parallel axis (dp = world / tp).
+  // Model parallelism (lowcomm/parallel/grid.h): the world is a dp x pp x tp grid, the strategy
+  // runs on the data-parallel axis (dp = world / (tp pp)).
   struct {
-    int64_t tp = 1;  // tensor-parallel ranks per model replica (gpt only; Megatron-style)
+    int64_t tp = 1;              // tensor-parallel ranks per stage (gpt only; Megatron-style)
+    int64_t pp = 1;              // pipeline stages (gpt only)
+    int64_t micro_batches = 1;   // pipeline: micro-batches per data.batch_size (must divide it)
+    std::string schedule = "1f1b";  // pipeline schedule: 1f1b | gpipe
   } parallel;
   // AB-training (strategy.name = "ab"; AB_TRAINING.md). Defaults follow the reference's
   // experiment configs where they are not step counts.

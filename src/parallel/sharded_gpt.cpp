@@ -1,7 +1,7 @@
-// `gpt` split Megatron-style over a tensor-parallel communicator: heads and MLP columns per rank,
-// vocab-parallel embedding and head. Names and layout follow src/nn/gpt.cpp; which parameters are
-// split, and how, is one table (layoutOf) used both to cut the shards out of the full model and
-// to gather them back.
+// `gpt` split Megatron-style over a tensor-parallel communicator (heads and MLP columns per rank,
+// vocab-parallel embedding and head) and into pipeline stages (contiguous units). Names and layout
+// follow src/nn/gpt.cpp; which parameters are split, and how, is one table (layoutOf) used both
+// to cut the shards out of the full model and to gather them back.
 #include <torch/torch.h>
 
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/parallel/tensor_parallel.h"
-#include "lowcomm/parallel/tp_model.h"
+#include "lowcomm/parallel/sharded_model.h"
 #include "lowcomm/parallel/vocab_parallel.h"
 
 namespace lowcomm::parallel {
@@ -165,51 +165,87 @@ class TpBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TpBlock);
 
-class TensorParallelGpt : public TensorParallelModel {
+// Unit of a parameter: 0 embedding, 1 + i block i, layers + 1 head.
+int unitOf(const std::string& name, int layers) {
+  if (name.rfind("stem.", 0) == 0 || name.rfind("pos.", 0) == 0) return 0;
+  if (name.rfind("blocks.", 0) == 0) return 1 + std::stoi(name.substr(7, name.find('.', 7) - 7));
+  return layers + 1;  // norm, head
+}
+
+// Parameters of each unit of the full model.
+std::vector<int64_t> unitWeights(const nn::Model& full) {
+  std::vector<int64_t> w(full.spec().layers + 2, 0);
+  for (const auto& p : full.named_parameters()) w[unitOf(p.key(), full.spec().layers)] += p.value().numel();
+  return w;
+}
+
+class ShardedGpt : public ShardedModel {
  public:
-  TensorParallelGpt(const nn::Model& full, Comm tp) : TensorParallelModel(full.spec()), tp_(std::move(tp)) {
+  ShardedGpt(const nn::Model& full, Comm tp, Comm pp) : ShardedModel(full.spec()), tp_(std::move(tp)), pp_(std::move(pp)) {
     const auto& s = spec();
-    stem_ = register_module(nn::kStemName, VocabParallelEmbedding(s.classes, s.dim, tp_));
-    pos_ = register_module("pos", Positions(s.seq_len, s.dim));
-    blocks_ = torch::nn::Sequential();
-    for (int i = 0; i < s.layers; ++i) blocks_->push_back(TpBlock(s.dim, s.heads, tp_));
-    register_module("blocks", blocks_);
-    norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({s.dim})));
-    if (!s.tied)
-      head_ = register_module(nn::kHeadName, ColumnParallelLinear(s.dim, s.classes, tp_, /*bias=*/false, false));
+    const int stages = pp_ ? pp_->size() : 1;
+    bounds_ = stageBounds(unitWeights(full), stages);
+    stage_ = pp_ ? pp_->rank() : 0;
+    const int first = bounds_[stage_], last = bounds_[stage_ + 1];
+    if (first == 0) {
+      stem_ = register_module(nn::kStemName, VocabParallelEmbedding(s.classes, s.dim, tp_));
+      pos_ = register_module("pos", Positions(s.seq_len, s.dim));
+    }
+    blocks_ = register_module("blocks", std::make_shared<torch::nn::Module>());
+    for (int u = std::max(first, 1); u < std::min(last, s.layers + 1); ++u)
+      block_list_.push_back(blocks_->register_module(std::to_string(u - 1), TpBlock(s.dim, s.heads, tp_)));
+    if (last == s.layers + 2) {
+      norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({s.dim})));
+      if (!s.tied)
+        head_ = register_module(nn::kHeadName, ColumnParallelLinear(s.dim, s.classes, tp_, /*bias=*/false, false));
+    }
     loadShards(full);
   }
 
   torch::Tensor forward(torch::Tensor x) override {
     const auto& s = spec();
-    LC_ENFORCE(x.dim() == 2 && x.size(1) >= 1 && x.size(1) <= s.seq_len &&
-                   (x.scalar_type() == torch::kInt64 || x.scalar_type() == torch::kInt32),
-               "model 'gpt' expects int64 tokens [B, T] with 1 <= T <= ", s.seq_len, ", got ", x.scalar_type(), " ",
-               x.sizes());
-    auto h = stem_->forward(x.to(torch::kInt64)) + pos_->weight.narrow(0, 0, x.size(1));
-    h = norm_->forward(blocks_->forward(h));
+    torch::Tensor h;
+    if (stem_) {
+      LC_ENFORCE(x.dim() == 2 && x.size(1) >= 1 && x.size(1) <= s.seq_len &&
+                     (x.scalar_type() == torch::kInt64 || x.scalar_type() == torch::kInt32),
+                 "model 'gpt' expects int64 tokens [B, T] with 1 <= T <= ", s.seq_len, ", got ", x.scalar_type(), " ",
+                 x.sizes());
+      h = stem_->forward(x.to(torch::kInt64)) + pos_->weight.narrow(0, 0, x.size(1));
+    } else {
+      LC_ENFORCE(x.dim() == 3 && x.size(2) == s.dim, "pipeline stage ", stage_, " expects activations [B, T, ", s.dim,
+                 "], got ", x.sizes());
+      h = x;
+    }
+    for (auto& b : block_list_) h = b->forward(h);
+    if (!norm_) return h;
+    h = norm_->forward(h);
     if (head_) return head_->forward(h);
     return torch::matmul(copyToRegion(h, *tp_), stem_->weight.t());  // tied: the embedding's rows
   }
 
   torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets, double label_smoothing) override {
-    return vocabParallelCrossEntropy(logits, targets, stem_->start(), spec().classes, *tp_, label_smoothing);
+    return vocabParallelCrossEntropy(logits, targets, vocabStart(), spec().classes, *tp_, label_smoothing);
   }
   int64_t correct(const torch::Tensor& logits, const torch::Tensor& targets) override {
-    return vocabParallelCorrect(logits, targets, stem_->start(), *tp_);
+    return vocabParallelCorrect(logits, targets, vocabStart(), *tp_);
   }
   bool sharded(const std::string& name) const override { return layoutOf(name) != Layout::replicated; }
 
   void gatherInto(nn::Model& full) override {
     torch::NoGradGuard no_grad;
     auto mine = named_parameters();
-    auto theirs = full.named_parameters();
-    LC_ENFORCE(mine.size() == theirs.size(), "tensor parallelism: the full model has ", theirs.size(),
-               " parameters, the split one ", mine.size());
-    for (const auto& p : mine) {
-      auto* dst = theirs.find(p.key());
-      LC_ENFORCE(dst != nullptr, "tensor parallelism: the full model has no parameter '", p.key(), "'");
-      dst->copy_(gathered(layoutOf(p.key()), p.value(), dst->sizes(), *tp_));
+    for (auto& p : full.named_parameters()) {
+      const int owner = stageOfUnit(unitOf(p.key(), spec().layers));
+      torch::Tensor t;
+      if (owner == stage_) {
+        const auto* shard = mine.find(p.key());
+        LC_ENFORCE(shard != nullptr, "tensor parallelism: stage ", stage_, " has no parameter '", p.key(), "'");
+        t = gathered(layoutOf(p.key()), *shard, p.value().sizes(), *tp_).to(torch::kFloat32).contiguous();
+      } else {
+        t = torch::empty(p.value().sizes(), torch::kFloat32);
+      }
+      if (pp_ && pp_->size() > 1) pp_->broadcast(t.data_ptr(), static_cast<size_t>(t.numel()), comm::DType::f32, owner);
+      p.value().copy_(t);
     }
   }
 
@@ -222,7 +258,9 @@ class TensorParallelGpt : public TensorParallelModel {
       (sharded(p.key()) ? split : replicated) += sq;
     }
     tp_->allreduce(&split, 1, comm::DType::f64, comm::ReduceOp::sum);
-    const double norm = std::sqrt(split + replicated), coef = max_norm / (norm + 1e-6);
+    double sq = split + replicated;
+    if (pp_ && pp_->size() > 1) pp_->allreduce(&sq, 1, comm::DType::f64, comm::ReduceOp::sum);
+    const double norm = std::sqrt(sq), coef = max_norm / (norm + 1e-6);
     if (coef < 1) {
       torch::NoGradGuard no_grad;
       for (auto& p : parameters())
@@ -232,15 +270,26 @@ class TensorParallelGpt : public TensorParallelModel {
   }
 
   comm::Communicator& tp() override { return *tp_; }
+  int stage() const override { return stage_; }
+  int stages() const override { return static_cast<int>(bounds_.size()) - 1; }
+  std::vector<int64_t> activationShape(const torch::Tensor& tokens) const override {
+    return {tokens.size(0), tokens.size(1), spec().dim};
+  }
+  std::pair<int, int> units() const override { return {bounds_[stage_], bounds_[stage_ + 1]}; }
 
  private:
+  int64_t vocabStart() const { return tp_->rank() * (spec().classes / tp_->size()); }
+
+  int stageOfUnit(int u) const {
+    int k = 0;
+    while (bounds_[k + 1] <= u) ++k;
+    return k;
+  }
+
   void loadShards(const nn::Model& full) {
     torch::NoGradGuard no_grad;
     const auto theirs = full.named_parameters();
-    auto mine = named_parameters();
-    LC_ENFORCE(mine.size() == theirs.size(), "tensor parallelism: the full model has ", theirs.size(),
-               " parameters, the split one ", mine.size());
-    for (auto& p : mine) {
+    for (auto& p : named_parameters()) {
       const auto* src = theirs.find(p.key());
       LC_ENFORCE(src != nullptr, "tensor parallelism: the full model has no parameter '", p.key(), "'");
       auto shard = shardOf(layoutOf(p.key()), *src, tp_->size(), tp_->rank());
@@ -250,10 +299,13 @@ class TensorParallelGpt : public TensorParallelModel {
     }
   }
 
-  Comm tp_;
+  Comm tp_, pp_;
+  std::vector<int> bounds_;
+  int stage_ = 0;
   VocabParallelEmbedding stem_{nullptr};
   Positions pos_{nullptr};
-  torch::nn::Sequential blocks_{nullptr};
+  std::shared_ptr<torch::nn::Module> blocks_;
+  std::vector<TpBlock> block_list_;
   torch::nn::LayerNorm norm_{nullptr};
   ColumnParallelLinear head_{nullptr};
 };
@@ -266,14 +318,43 @@ void check(int64_t n, int64_t t, const std::string& what) {
 
 }  // namespace
 
-std::shared_ptr<TensorParallelModel> makeTensorParallel(const nn::Model& full, std::shared_ptr<comm::Communicator> tp) {
+std::vector<int> stageBounds(const std::vector<int64_t>& weights, int stages) {
+  const int n = static_cast<int>(weights.size());
+  if (stages < 1 || stages > n)
+    throw ConfigError("parallel.pp: " + std::to_string(stages) + " pipeline stages for a model of " + std::to_string(n) +
+                      " units (embedding, blocks, head): at most one stage per unit");
+  std::vector<int64_t> prefix(n + 1, 0);
+  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + weights[i];
+  // best[k][i]: the lightest heaviest part cutting units [0, i) into k parts.
+  const int64_t inf = std::numeric_limits<int64_t>::max();
+  std::vector<std::vector<int64_t>> best(stages + 1, std::vector<int64_t>(n + 1, inf));
+  best[0][0] = 0;
+  for (int k = 1; k <= stages; ++k)
+    for (int i = k; i <= n; ++i)
+      for (int j = k - 1; j < i; ++j)
+        if (best[k - 1][j] != inf) best[k][i] = std::min(best[k][i], std::max(best[k - 1][j], prefix[i] - prefix[j]));
+  const int64_t limit = best[stages][n];
+  std::vector<int> bounds = {0};
+  for (int k = 0; k < stages; ++k) {  // greedy from the front within the limit, leaving a unit per stage
+    int end = bounds.back() + 1;
+    while (end < n - (stages - k - 1) && prefix[end + 1] - prefix[bounds.back()] <= limit) ++end;
+    bounds.push_back(k == stages - 1 ? n : end);
+  }
+  return bounds;
+}
+
+std::shared_ptr<ShardedModel> makeShardedModel(const nn::Model& full, std::shared_ptr<comm::Communicator> tp,
+                                               std::shared_ptr<comm::Communicator> pp) {
   const auto& s = full.spec();
   if (s.name != "gpt")
-    throw ConfigError("model.name: tensor parallelism (parallel.tp = " + std::to_string(tp->size()) +
-                      ") splits \"gpt\", not \"" + s.name + "\"");
+    throw ConfigError("model.name: tensor and pipeline parallelism (parallel.tp, parallel.pp) split \"gpt\", not \"" +
+                      s.name + "\"");
   check(s.heads, tp->size(), "model.heads");
   check(s.classes, tp->size(), "model.vocab");
-  return std::make_shared<TensorParallelGpt>(full, std::move(tp));
+  if (pp && pp->size() > 1 && s.tied)
+    throw ConfigError("parallel.pp: a tied head (model.tied = true) needs the embedding on the last stage; use "
+                      "model.tied = false with parallel.pp > 1");
+  return std::make_shared<ShardedGpt>(full, std::move(tp), std::move(pp));
 }
 
 }  // namespace lowcomm::parallel

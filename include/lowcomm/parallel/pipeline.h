@@ -1,0 +1,93 @@
+// Pipeline parallelism over the stages of a ShardedModel: GPipe (Huang et al., 2019: every
+// micro-batch forward, then every backward) and 1F1B (PipeDream-Flush, Narayanan et al., 2021,
+// as in Megatron-LM: after P - s - 1 warm-up forwards stage s alternates one forward and one
+// backward, so at most P - s micro-batches are in flight instead of M).
+//
+// Contract:
+// - The ranks of `pp` are the stages of one pipeline; each calls the same methods with the same
+//   batch (tokens x [B, T], targets y). Stage 0 feeds x to the model, the last stage computes
+//   the loss; activations [mb, T, dim] (f32) go forward and their gradients backward over `pp`
+//   (point-to-point, traffic phase "pp"), paired with Communicator::exchange where 1F1B sends and
+//   receives at once, so no schedule can deadlock.
+// - trainStep cuts the batch into M micro-batches (B not divisible by M: ConfigError naming
+//   parallel.micro_batches), runs their forwards and backwards in the schedule's order and
+//   accumulates the gradients in .grad. Micro-batch m's loss is loss(logits_m, y_m) * scale / M,
+//   so with equal micro-batches the gradient is that of loss(logits, y) * scale on the whole
+//   batch. before_backward(last) runs before every backward, last = true only for the step's last
+//   one (a data-parallel strategy's setSync). Returns the summed scaled loss on every stage.
+// - evalBatch runs forward only (micro-batches of at most ceil(B / M)) and returns score's sums
+//   over the batch (loss, correct) on every stage.
+// - stats(): this stage's measured bubble (1 - forward/backward compute time / step wall time,
+//   over all steps), the theory (P - 1) / (M + P - 1), the peak number of micro-batches in flight
+//   and the peak growth of the heap (glibc mallinfo2: in-use bytes) during a step, i.e. the
+//   activations the schedule keeps alive.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "lowcomm/base/trace.h"
+#include "lowcomm/comm/communicator.h"
+#include "lowcomm/parallel/sharded_model.h"
+
+namespace lowcomm::parallel {
+
+struct PipelineOptions {
+  int micro_batches = 1;
+  std::string schedule = "1f1b";  // 1f1b | gpipe
+};
+
+struct PipelineStats {
+  int64_t steps = 0;
+  double compute_s = 0, wall_s = 0;  // this stage, summed over training steps
+  double bubble() const { return wall_s > 0 ? 1.0 - compute_s / wall_s : 0.0; }
+  double theory = 0;                 // (P - 1) / (M + P - 1)
+  int max_in_flight = 0;             // micro-batches whose activations were alive at once
+  int64_t peak_activation_bytes = 0;
+};
+
+class Pipeline {
+ public:
+  using LossFn = std::function<torch::Tensor(const torch::Tensor& logits, const torch::Tensor& targets)>;
+  using ScoreFn = std::function<std::pair<double, double>(const torch::Tensor& logits, const torch::Tensor& targets)>;
+
+  // ConfigError naming parallel.schedule / parallel.micro_batches for bad options.
+  Pipeline(std::shared_ptr<ShardedModel> model, std::shared_ptr<comm::Communicator> pp, PipelineOptions options,
+           Trace* trace = nullptr);
+  double trainStep(const torch::Tensor& x, const torch::Tensor& y, double scale, const LossFn& loss,
+                   const std::function<void(bool)>& before_backward);
+  std::pair<double, double> evalBatch(const torch::Tensor& x, const torch::Tensor& y, const ScoreFn& score);
+  const PipelineStats& stats() const { return stats_; }
+
+ private:
+  struct MicroBatch {
+    torch::Tensor x, y;       // this micro-batch's tokens and targets
+    torch::Tensor input;      // a later stage's received activations (requires grad)
+    torch::Tensor output;     // the stage's output (the loss on the last stage)
+  };
+  void forward(MicroBatch& mb, const LossFn& loss, double scale, double& total);
+  torch::Tensor backward(MicroBatch& mb, const torch::Tensor& output_grad);
+  torch::Tensor activation(const MicroBatch& mb) const;
+  torch::Tensor recvForward(const MicroBatch& mb);
+  void sendForward(const MicroBatch& mb);
+  torch::Tensor recvBackward(const MicroBatch& mb);
+  void sendBackward(const torch::Tensor& input_grad);
+  torch::Tensor sendForwardRecvBackward(const MicroBatch& sending, const MicroBatch& oldest);
+  torch::Tensor sendBackwardRecvForward(const torch::Tensor& input_grad, const MicroBatch& next);
+  void noteInFlight(int in_flight, int64_t heap_start);
+
+  std::shared_ptr<ShardedModel> model_;
+  std::shared_ptr<comm::Communicator> pp_;
+  PipelineOptions options_;
+  Trace* trace_;
+  int stage_, stages_;
+  double compute_s_ = 0;  // of the current step
+  PipelineStats stats_;
+};
+
+}  // namespace lowcomm::parallel

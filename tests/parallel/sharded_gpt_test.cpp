@@ -1,0 +1,220 @@
+// Tensor-parallel gpt (one stage), stage bounds and vocab-parallel cross-entropy on ranks as threads (real Gloo pairs):
+// split over T = 1, 2, 4 ranks, logits, loss, every gradient, the clip norm and the argmax count
+// equal the single-process model's; gathering the shards gives back the full model bit for bit;
+// the process grid's communicators; errors naming the keys.
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/nn/models.h"
+#include "lowcomm/parallel/grid.h"
+#include "lowcomm/parallel/sharded_model.h"
+#include "lowcomm/parallel/vocab_parallel.h"
+#include "train/rank_threads.h"
+
+namespace lowcomm::parallel {
+namespace {
+
+namespace F = torch::nn::functional;
+
+void expectNear(const torch::Tensor& a, const torch::Tensor& b, const std::string& what, double tol = 1e-5) {
+  ASSERT_EQ(a.sizes(), b.sizes()) << what;
+  EXPECT_LT((a - b).abs().max().item<double>(), tol * (1.0 + b.abs().max().item<double>())) << what;
+}
+
+void expectNoErrors(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+std::string errorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no ConfigError";
+}
+
+// Vocab-parallel cross-entropy against torch's on the full logits: loss and gradient, with and
+// without label smoothing, weighted per position so the gradient's scale is exercised.
+void checkCrossEntropy(int t, double smoothing) {
+  constexpr int64_t kRows = 7, kVocab = 12;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const auto logits = at::normal(0.0, 3.0, {kRows, kVocab}, gen);
+  const auto targets = at::randint(0, kVocab, {kRows}, gen);
+  const auto weights = at::normal(0.0, 1.0, {kRows}, gen);
+  auto full = logits.clone().requires_grad_();
+  const auto ref = F::cross_entropy(full, targets, F::CrossEntropyFuncOptions().reduction(torch::kNone).label_smoothing(smoothing));
+  (ref * weights).sum().backward();
+  const int64_t correct = logits.argmax(-1).eq(targets).sum().item<int64_t>();
+  expectNoErrors(test::onRankThreads(t, [&](int rank, std::shared_ptr<comm::Communicator> tp) {
+    const int64_t w = kVocab / t, start = rank * w;
+    auto mine = logits.narrow(1, start, w).clone().requires_grad_();
+    const auto loss = vocabParallelCrossEntropy(mine, targets, start, kVocab, *tp, smoothing);
+    const std::string at = "T=" + std::to_string(t) + " rank " + std::to_string(rank) + ": ";
+    expectNear(loss, ref.detach(), at + "loss");
+    (loss * weights).sum().backward();
+    expectNear(mine.grad(), full.grad().narrow(1, start, w), at + "gradient");
+    EXPECT_EQ(vocabParallelCorrect(mine, targets, start, *tp), correct) << at;
+  }));
+}
+
+TEST(VocabParallel, CrossEntropyEqualsTorchs) {
+  for (int t : {1, 2, 3, 4}) checkCrossEntropy(t, 0.0);
+}
+TEST(VocabParallel, LabelSmoothingEqualsTorchs) {
+  for (int t : {1, 2, 4}) checkCrossEntropy(t, 0.2);
+}
+
+nn::ModelSpec gptSpec(bool tied) {
+  nn::ModelSpec s;
+  s.name = "gpt";
+  s.classes = 16;
+  s.layers = 2;
+  s.dim = 16;
+  s.heads = 4;
+  s.seq_len = 8;
+  s.tied = tied;
+  return s;
+}
+
+void checkGpt(int t, bool tied) {
+  torch::manual_seed(11);
+  const auto full = nn::makeModel(gptSpec(tied));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const auto x = at::randint(0, 16, {3, 8}, gen), y = at::randint(0, 16, {3, 8}, gen);
+  const auto logits = full->forward(x);
+  const auto loss = F::cross_entropy(logits.reshape({-1, 16}), y.reshape({-1}), F::CrossEntropyFuncOptions().label_smoothing(0.1));
+  loss.backward();
+  double sq = 0;
+  for (const auto& p : full->parameters()) sq += p.grad().pow(2).sum().item<double>();
+  const int64_t correct = logits.argmax(-1).eq(y).sum().item<int64_t>();
+  const auto want = full->named_parameters();
+  expectNoErrors(test::onRankThreads(t, [&](int rank, std::shared_ptr<comm::Communicator> comm) {
+    auto tp = makeShardedModel(*full, comm);
+    const std::string at = "T=" + std::to_string(t) + (tied ? " tied" : "") + " rank " + std::to_string(rank) + ": ";
+    const int64_t w = 16 / t;
+    auto mine = tp->forward(x);
+    expectNear(mine, logits.detach().narrow(-1, rank * w, w), at + "logits");
+    auto l = tp->loss(mine, y, 0.1).mean();
+    expectNear(l, loss.detach(), at + "loss");
+    EXPECT_EQ(tp->correct(mine, y), correct) << at;
+    l.backward();
+    // Gradients: put each shard's gradient in its place and gather them like weights.
+    auto grads = nn::makeModel(gptSpec(tied));
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : tp->parameters()) p.copy_(p.grad());
+    }
+    tp->gatherInto(*grads);
+    for (const auto& p : grads->named_parameters())
+      expectNear(p.value(), want[p.key()].grad(), at + "gradient of " + p.key());
+    // The parameters now hold their gradients: put them back as gradients to clip.
+    for (auto& p : tp->parameters()) p.mutable_grad() = p.detach().clone();
+    const double norm = tp->clipGradNorm(1e-3);
+    EXPECT_NEAR(norm, std::sqrt(sq), 1e-5 * std::sqrt(sq)) << at;
+    double after = 0;
+    for (const auto& p : tp->named_parameters()) {
+      const double s = p.value().grad().pow(2).sum().item<double>();
+      after += tp->sharded(p.key()) ? s : s / t;  // replicated ones are counted once over the ranks
+    }
+    comm->allreduce(&after, 1, comm::DType::f64, comm::ReduceOp::sum);
+    EXPECT_NEAR(std::sqrt(after), 1e-3, 1e-6) << at << "clipped norm";
+  }));
+}
+
+TEST(TensorParallelGpt, OnOneRankEqualsTheFullModel) { checkGpt(1, false); }
+TEST(TensorParallelGpt, OnTwoRanksEqualsTheFullModel) { checkGpt(2, false); }
+TEST(TensorParallelGpt, OnFourRanksEqualsTheFullModel) { checkGpt(4, false); }
+TEST(TensorParallelGpt, TiedHeadOnTwoRanksEqualsTheFullModel) { checkGpt(2, true); }
+TEST(TensorParallelGpt, TiedHeadOnFourRanksEqualsTheFullModel) { checkGpt(4, true); }
+
+TEST(TensorParallelGpt, GatheringTheShardsGivesTheFullModelBack) {
+  torch::manual_seed(12);
+  const auto full = nn::makeModel(gptSpec(false));
+  expectNoErrors(test::onRankThreads(4, [&](int, std::shared_ptr<comm::Communicator> comm) {
+    auto tp = makeShardedModel(*full, comm);
+    EXPECT_EQ(tp->named_parameters().keys(), full->named_parameters().keys());
+    EXPECT_LT(nn::parameterCount(*tp), nn::parameterCount(*full));
+    auto back = nn::makeModel(gptSpec(false));
+    tp->gatherInto(*back);
+    for (const auto& p : full->named_parameters())
+      EXPECT_TRUE(torch::equal(p.value(), back->named_parameters()[p.key()])) << p.key();
+  }));
+}
+
+TEST(TensorParallelGpt, WhatDoesNotSplitNamesTheKey) {
+  expectNoErrors(test::onRankThreads(3, [&](int, std::shared_ptr<comm::Communicator> comm) {
+    auto spec = gptSpec(false);
+    spec.classes = 18, spec.dim = 24, spec.heads = 4;  // 4 heads over 3 ranks
+    const auto e = errorOf([&] { makeShardedModel(*nn::makeModel(spec), comm); });
+    EXPECT_NE(e.find("parallel.tp"), std::string::npos) << e;
+    EXPECT_NE(e.find("model.heads"), std::string::npos) << e;
+    spec.heads = 3, spec.classes = 16;  // a vocabulary of 16 over 3 ranks
+    const auto v = errorOf([&] { makeShardedModel(*nn::makeModel(spec), comm); });
+    EXPECT_NE(v.find("model.vocab"), std::string::npos) << v;
+    nn::ModelSpec cnn;
+    cnn.name = "cnn";
+    const auto c = errorOf([&] { makeShardedModel(*nn::makeModel(cnn), comm); });
+    EXPECT_NE(c.find("model.name"), std::string::npos) << c;
+  }));
+}
+
+// Stages by parameter count: contiguous, non-empty, the heaviest part as light as possible.
+TEST(StageBounds, BalanceByWeight) {
+  EXPECT_EQ(stageBounds({5, 10, 10, 10, 10, 5}, 1), (std::vector<int>{0, 6}));
+  EXPECT_EQ(stageBounds({5, 10, 10, 10, 10, 5}, 2), (std::vector<int>{0, 3, 6}));
+  EXPECT_EQ(stageBounds({5, 10, 10, 10, 5}, 2), (std::vector<int>{0, 3, 5}));  // 25 | 15: uneven layers
+  EXPECT_EQ(stageBounds({40, 10, 10, 10, 10}, 2), (std::vector<int>{0, 1, 5}));
+  EXPECT_EQ(stageBounds({1, 1, 1}, 3), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(stageBounds({3, 1, 1, 1, 3}, 3), (std::vector<int>{0, 1, 4, 5}));
+  const auto e = errorOf([] { stageBounds({1, 1}, 3); });
+  EXPECT_NE(e.find("parallel.pp"), std::string::npos) << e;
+}
+
+// Ranks 0..7 as dp x pp x tp = 2 x 2 x 2: which ranks share each axis.
+TEST(Grid, AxesFollowMegatronsOrder) {
+  expectNoErrors(test::onRankThreads(8, [&](int rank, std::shared_ptr<comm::Communicator> world) {
+    const Grid g = makeGrid(world, 2, 2);
+    EXPECT_EQ(g.dp, 2);
+    EXPECT_EQ(g.tp_rank, rank % 2);
+    EXPECT_EQ(g.dp_rank, (rank / 2) % 2);
+    EXPECT_EQ(g.pp_rank, rank / 4);
+    auto members = [](comm::Communicator& c, int rank) {
+      std::vector<double> all(c.size());
+      double me = rank;
+      c.allgather(&me, all.data(), 1, comm::DType::f64);
+      return all;
+    };
+    const int base = rank - g.tp_rank;
+    EXPECT_EQ(members(*g.tp_comm, rank), (std::vector<double>{double(base), double(base + 1)}));
+    const int d0 = rank - 2 * g.dp_rank;
+    EXPECT_EQ(members(*g.dp_comm, rank), (std::vector<double>{double(d0), double(d0 + 2)}));
+    const int p0 = rank - 4 * g.pp_rank;
+    EXPECT_EQ(members(*g.pp_comm, rank), (std::vector<double>{double(p0), double(p0 + 4)}));
+    EXPECT_EQ(g.tp_comm->phase(), kTensorParallelPhase);
+    EXPECT_EQ(g.pp_comm->phase(), kPipelineParallelPhase);
+  }));
+}
+
+TEST(Grid, DataParallelOnlyIsTheWorldAndBadSizesNameTheKey) {
+  expectNoErrors(test::onRankThreads(4, [&](int, std::shared_ptr<comm::Communicator> world) {
+    const Grid g = makeGrid(world, 1, 1);
+    EXPECT_EQ(g.dp_comm, world);
+    EXPECT_EQ(g.tp_comm, nullptr);
+    EXPECT_EQ(g.dp, 4);
+    const auto e = errorOf([&] { makeGrid(world, 3, 1); });
+    EXPECT_NE(e.find("parallel.tp"), std::string::npos) << e;
+    const Grid all_tp = makeGrid(world, 4, 1);
+    EXPECT_EQ(all_tp.dp, 1);
+    EXPECT_EQ(all_tp.dp_comm->size(), 1);
+    EXPECT_EQ(all_tp.tp_comm->size(), 4);
+  }));
+}
+
+}  // namespace
+}  // namespace lowcomm::parallel
