@@ -121,7 +121,7 @@ double Pipeline::trainStep(const torch::Tensor& x, const torch::Tensor& y, doubl
   const int m = options_.micro_batches;
   if (x.size(0) % m != 0)
     throw ConfigError("parallel.micro_batches: " + std::to_string(m) + " micro-batches do not divide a batch of " +
-                      std::to_string(x.size(0)) + " (data.batch_size)");
+                      std::to_string(x.size(0)) + " (data.batch_size x parallel.tp x parallel.pp)");
   const auto xs = x.chunk(m), ys = y.chunk(m);
   std::vector<MicroBatch> mbs(m);
   for (int i = 0; i < m; ++i) mbs[i].x = xs[i], mbs[i].y = ys[i];
@@ -170,9 +170,11 @@ double Pipeline::trainStep(const torch::Tensor& x, const torch::Tensor& y, doubl
     }
   }
   pp_->broadcast(&total, 1, comm::DType::f64, stages_ - 1);
-  ++stats_.steps;
-  stats_.compute_s += compute_s_;
-  stats_.wall_s += since(t0);
+  if (++started_ > 1) {  // the first step warms up the allocator and the connections
+    ++stats_.steps;
+    stats_.compute_s += compute_s_;
+    stats_.wall_s += since(t0);
+  }
   return total;
 }
 

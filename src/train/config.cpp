@@ -339,9 +339,10 @@ void validateParallel(const TrainConfig& c, const std::string& where) {
   if (p.micro_batches < 1) bad(where, "parallel.micro_batches", "must be >= 1");
   if (p.pp == 1 && p.micro_batches != 1)
     bad(where, "parallel.micro_batches", "splits a pipeline's batch (parallel.pp > 1); without a pipeline use strategy.accumulation");
-  if (p.pp > 1 && c.data.batch_size % p.micro_batches != 0)
-    bad(where, "parallel.micro_batches", std::to_string(p.micro_batches) + " micro-batches do not divide data.batch_size = " +
-                                            std::to_string(c.data.batch_size));
+  const int64_t replica_batch = c.data.batch_size * p.tp * p.pp;  // what one pipeline takes per step
+  if (p.pp > 1 && replica_batch % p.micro_batches != 0)
+    bad(where, "parallel.micro_batches", std::to_string(p.micro_batches) + " micro-batches do not divide a pipeline's batch of " +
+                                            std::to_string(replica_batch) + " (data.batch_size x parallel.tp x parallel.pp)");
   if (p.tp == 1 && p.pp == 1) return;
   const std::string key = p.tp > 1 ? "parallel.tp" : "parallel.pp";
   if (c.model.name != "gpt")

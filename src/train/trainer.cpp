@@ -227,7 +227,10 @@ void TrainingRun::build() {
   trace_.setEnabled(!opts_.timeline_path.empty());
   data::Augment aug;
   if (cfg_.data.augment) aug = data::Augment{true, train_.height() >= 32 ? 4 : 2, true};
-  loader_ = std::make_unique<data::BatchLoader>(train_, grid_.dp_rank, grid_.dp, cfg_.data.batch_size, cfg_.seed, aug);
+  // data.batch_size is per rank: a replica of tp x pp ranks takes tp x pp of them, so every grid
+  // of the same world trains on the same global batch.
+  loader_ = std::make_unique<data::BatchLoader>(train_, grid_.dp_rank, grid_.dp, cfg_.data.batch_size * grid_.tp * grid_.pp,
+                                                cfg_.seed, aug);
   accum_ = cfg_.strategy.accumulation;
   per_epoch_ = loader_->batchesPerEpoch() / accum_;
   if (per_epoch_ < 1) throw ConfigError("data.batch_size x strategy.accumulation is larger than a rank's share of the data");
@@ -433,7 +436,7 @@ void TrainingRun::trainStep() {
 
 void TrainingRun::logStep(const std::string& phase) {
   const auto [sent, recv] = bytes();
-  const double sps = static_cast<double>(win_.steps * accum_ * cfg_.data.batch_size * grid_.dp) / std::max(win_.time, 1e-9);
+  const double sps = static_cast<double>(win_.steps * accum_ * cfg_.data.batch_size * n_) / std::max(win_.time, 1e-9);
   if (jsonl_) {
     const auto snap = world_->meter().snapshot();
     nlohmann::json rec = {{"type", "step"}, {"step", step_}, {"epoch", loader_->position().epoch + 1},
@@ -570,7 +573,7 @@ nlohmann::json TrainingRun::summary(double wall) {
   double my_wait = st.wait_s;
   world_->allgather(&my_wait, waits.data(), 1, comm::DType::f64);
   const int straggler = static_cast<int>(std::min_element(waits.begin(), waits.end()) - waits.begin());
-  const int64_t samples = (step_ - state_.step) * accum_ * cfg_.data.batch_size * grid_.dp;
+  const int64_t samples = (step_ - state_.step) * accum_ * cfg_.data.batch_size * n_;
   nlohmann::json s = {
       {"strategy", cfg_.strategy.name}, {"model", cfg_.model.name}, {"dataset", cfg_.data.dataset}, {"world", n_},
       {"steps", step_}, {"epochs", static_cast<double>(step_) / static_cast<double>(per_epoch_)}, {"wall_s", wall},

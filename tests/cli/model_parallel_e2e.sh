@@ -3,7 +3,8 @@
 # the gpt LM on the Python standard library, 20 AdamW steps with label smoothing, clipping and 2
 # accumulated batches, evaluated after every step. Each grid (dp, tp, pp) = (1, 2, 1), (2, 2, 1),
 # (1, 4, 1), (1, 1, 2) GPipe, (2, 1, 2) 1F1B, (1, 2, 2) 1F1B, and the tied head on (1, 2, 1),
-# follows the single-process run (same seed, same global batch of 8 sequences): every step's test
+# follows the single-process run (same seed, same global batch of 8 sequences: data.batch_size is
+# per rank, a replica of tp x pp ranks takes tp x pp of them): every step's test
 # loss within 1e-4 relative, the gathered final model (model_state.pt, read by Python torch.load)
 # within 1e-5. AdamW's eps is 1e-3 here: with the default 1e-8 Adam divides the float-rounding
 # noise of near-zero gradients (embedding rows of rare bytes) by its own size and turns it into
@@ -30,19 +31,19 @@ run() {
     > "$tmp/out_$name" 2>&1 || { cat "$tmp/out_$name"; echo "FAIL: $name run failed"; exit 1; }
 }
 run single 1 --set data.batch_size=4
-run tp2 2 --set data.batch_size=4 --set parallel.tp=2
-run dp2tp2 4 --set data.batch_size=2 --set parallel.tp=2
-run tp4 4 --set data.batch_size=4 --set parallel.tp=4
-run pp2_gpipe 2 --set data.batch_size=4 --set parallel.pp=2 --set parallel.micro_batches=2 --set parallel.schedule=gpipe
-run dp2pp2 4 --set data.batch_size=2 --set parallel.pp=2 --set parallel.micro_batches=2
-run tp2pp2 4 --set data.batch_size=4 --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batches=2
+run tp2 2 --set data.batch_size=2 --set parallel.tp=2
+run dp2tp2 4 --set data.batch_size=1 --set parallel.tp=2
+run tp4 4 --set data.batch_size=1 --set parallel.tp=4
+run pp2_gpipe 2 --set data.batch_size=2 --set parallel.pp=2 --set parallel.micro_batches=2 --set parallel.schedule=gpipe
+run dp2pp2 4 --set data.batch_size=1 --set parallel.pp=2 --set parallel.micro_batches=2
+run tp2pp2 4 --set data.batch_size=1 --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batches=2
 run single_tied 1 --set data.batch_size=4 --set model.tied=true
-run tp2_tied 2 --set data.batch_size=4 --set model.tied=true --set parallel.tp=2
+run tp2_tied 2 --set data.batch_size=2 --set model.tied=true --set parallel.tp=2
 # Resume the tp2 run from its step-10 checkpoint.
 mkdir -p "$tmp/run_tp2r/checkpoints"
 cp "$tmp"/run_tp2/checkpoints/step10.rank*.pt "$tmp/run_tp2r/checkpoints/"
 echo 10 > "$tmp/run_tp2r/checkpoints/latest"
-run tp2r 2 --set data.batch_size=4 --set parallel.tp=2 --resume
+run tp2r 2 --set data.batch_size=2 --set parallel.tp=2 --resume
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys, torch
 tmp = sys.argv[1]

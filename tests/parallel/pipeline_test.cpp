@@ -92,7 +92,7 @@ void checkPipeline(const Case& c) {
     EXPECT_EQ(st.max_in_flight, in_flight) << at;
     EXPECT_DOUBLE_EQ(st.theory, double(c.pp - 1) / double(c.micro + c.pp - 1)) << at;
     EXPECT_GT(st.peak_activation_bytes, 0) << at;
-    EXPECT_EQ(st.steps, 1) << at;
+    EXPECT_EQ(st.steps, 0) << at << "the first step is not timed";
   });
   for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << name << " rank " << r;
 }

@@ -214,7 +214,7 @@ TEST(Config, ParallelKeys) {
       {{"parallel.pp=0"}, "'parallel.pp'"},
       {{"parallel.schedule=zigzag"}, "'parallel.schedule'"},
       {{"parallel.micro_batches=2"}, "'parallel.micro_batches'"},                       // no pipeline
-      {{"parallel.pp=2", "parallel.micro_batches=3"}, "'parallel.micro_batches'"},     // 3 does not divide 16
+      {{"parallel.pp=2", "parallel.micro_batches=3"}, "'parallel.micro_batches'"},     // 3 does not divide 2 x 16
       {{"parallel.tp=2", "strategy.name=ab"}, "'parallel.tp'"},
       {{"parallel.pp=2", "strategy.zero=1"}, "'parallel.pp'"},
   };

@@ -18,7 +18,7 @@
 // - evalBatch runs forward only (micro-batches of at most ceil(B / M)) and returns score's sums
 //   over the batch (loss, correct) on every stage.
 // - stats(): this stage's measured bubble (1 - forward/backward compute time / step wall time,
-//   over all steps), the theory (P - 1) / (M + P - 1), the peak number of micro-batches in flight
+//   over every training step but the first, which warms up allocator and connections), the theory (P - 1) / (M + P - 1), the peak number of micro-batches in flight
 //   and the peak growth of the heap (glibc mallinfo2: in-use bytes) during a step, i.e. the
 //   activations the schedule keeps alive.
 #pragma once
@@ -43,7 +43,7 @@ struct PipelineOptions {
 };
 
 struct PipelineStats {
-  int64_t steps = 0;
+  int64_t steps = 0;                 // timed steps (all but the first)
   double compute_s = 0, wall_s = 0;  // this stage, summed over training steps
   double bubble() const { return wall_s > 0 ? 1.0 - compute_s / wall_s : 0.0; }
   double theory = 0;                 // (P - 1) / (M + P - 1)
@@ -87,6 +87,7 @@ class Pipeline {
   Trace* trace_;
   int stage_, stages_;
   double compute_s_ = 0;  // of the current step
+  int64_t started_ = 0;   // training steps begun
   PipelineStats stats_;
 };
 

@@ -37,7 +37,7 @@ struct TrainConfig {
     std::string dataset = "fashion-mnist";
     std::string dir = "/usr/share/datasets/fashion-mnist";
     std::string glob = "*";  // text: which files under `dir` (shell pattern on the relative path)
-    int64_t batch_size = 128;  // per rank and micro-batch
+    int64_t batch_size = 128;  // per rank and accumulation step (a model-parallel replica takes tp x pp of them)
     int64_t test_batch_size = 1000;
     bool augment = false;
     int64_t train_limit = 0;  // use only the first N training samples (0 = all)
@@ -74,7 +74,7 @@ struct TrainConfig {
   struct {
     int64_t tp = 1;              // tensor-parallel ranks per stage (gpt only; Megatron-style)
     int64_t pp = 1;              // pipeline stages (gpt only)
-    int64_t micro_batches = 1;   // pipeline: micro-batches per data.batch_size (must divide it)
+    int64_t micro_batches = 1;   // pipeline: micro-batches per step of a pipeline (dividing its batch, data.batch_size x tp x pp)
     std::string schedule = "1f1b";  // pipeline schedule: 1f1b | gpipe
   } parallel;
   // AB-training (strategy.name = "ab"; AB_TRAINING.md). Defaults follow the reference's
