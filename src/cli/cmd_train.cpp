@@ -48,6 +48,17 @@ void printSummary(const nlohmann::json& s) {
   std::printf("  %-22s %s\n", "strategy", s["strategy"].get<std::string>().c_str());
   std::printf("  %-22s %s on %s\n", "model", s["model"].get<std::string>().c_str(), s["dataset"].get<std::string>().c_str());
   std::printf("  %-22s %d\n", "world", s["world"].get<int>());
+  if (s.contains("parallel") && (s["parallel"]["tp"].get<int>() > 1 || s["parallel"]["pp"].get<int>() > 1)) {
+    const auto& p = s["parallel"];
+    const auto& axis = p["bytes_sent_by_axis"];
+    std::printf("  %-22s dp %d x tp %d x pp %d; sent %.1f MB dp, %.1f MB tp, %.1f MB pp (all ranks)\n", "grid",
+                p["dp"].get<int>(), p["tp"].get<int>(), p["pp"].get<int>(), axis["dp"].get<double>() / 1048576.0,
+                axis["tp"].get<double>() / 1048576.0, axis["pp"].get<double>() / 1048576.0);
+    if (p.contains("pipeline"))
+      std::printf("  %-22s %s, %lld micro-batches: bubble %.3f measured, %.3f theory\n", "pipeline",
+                  p["pipeline"]["schedule"].get<std::string>().c_str(), p["pipeline"]["micro_batches"].get<long long>(),
+                  p["pipeline"]["bubble_fraction"].get<double>(), p["pipeline"]["bubble_fraction_theory"].get<double>());
+  }
   std::printf("  %-22s %lld (%.2f epochs)\n", "steps", s["steps"].get<long long>(), s["epochs"].get<double>());
   for (const auto& r : s.value("resumes", nlohmann::json::array()))
     std::printf("  %-22s from step %lld, %lld steps lost (restart %d)\n", "resumed",
