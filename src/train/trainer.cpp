@@ -6,7 +6,6 @@
 #include <map>
 #include <thread>
 
-
 #include "autocast.h"
 #include "evaluate.h"
 #include "report.h"
