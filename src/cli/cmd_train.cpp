@@ -51,8 +51,9 @@ void printSummary(const nlohmann::json& s) {
   if (s.contains("parallel") && (s["parallel"]["tp"].get<int>() > 1 || s["parallel"]["pp"].get<int>() > 1)) {
     const auto& p = s["parallel"];
     const auto& axis = p["bytes_sent_by_axis"];
-    std::printf("  %-22s dp %d x tp %d x pp %d; sent %.1f MB dp, %.1f MB tp, %.1f MB pp (all ranks)\n", "grid",
-                p["dp"].get<int>(), p["tp"].get<int>(), p["pp"].get<int>(), axis["dp"].get<double>() / 1048576.0,
+    std::printf("  %-22s dp %d x tp %d x pp %d (order %s); sent %.1f MB dp, %.1f MB tp, %.1f MB pp (all ranks)\n", "grid",
+                p["dp"].get<int>(), p["tp"].get<int>(), p["pp"].get<int>(), p.value("order", "tp-dp-pp").c_str(),
+                axis["dp"].get<double>() / 1048576.0,
                 axis["tp"].get<double>() / 1048576.0, axis["pp"].get<double>() / 1048576.0);
     if (p.contains("pipeline"))
       std::printf("  %-22s %s, %lld micro-batches: bubble %.3f measured, %.3f theory\n", "pipeline",

@@ -165,6 +165,7 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("parallel.pp", parallel.pp, int64_t),
       LC_FIELD("parallel.micro_batches", parallel.micro_batches, int64_t),
       LC_FIELD("parallel.schedule", parallel.schedule, std::string),
+      LC_FIELD("parallel.order", parallel.order, std::string),
       {"ab.group_size", Field{[](TrainConfig& c, const toml::node& n, const std::string& w) {
                                 if (auto v = n.value_exact<std::string>()) {
                                   if (*v == "node") c.ab.group_size = -2;
@@ -336,6 +337,7 @@ void validateParallel(const TrainConfig& c, const std::string& where) {
   if (p.tp < 1 || p.tp > 4096) bad(where, "parallel.tp", "must be in [1, 4096]");
   if (p.pp < 1 || p.pp > 4096) bad(where, "parallel.pp", "must be in [1, 4096]");
   oneOf(where, "parallel.schedule", p.schedule, {"1f1b", "gpipe"});
+  oneOf(where, "parallel.order", p.order, {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"});
   if (p.micro_batches < 1) bad(where, "parallel.micro_batches", "must be >= 1");
   if (p.pp == 1 && p.micro_batches != 1)
     bad(where, "parallel.micro_batches", "splits a pipeline's batch (parallel.pp > 1); without a pipeline use strategy.accumulation");

@@ -54,6 +54,13 @@ std::string duration(double s) {
   return buf;
 }
 
+// What a checkpoint records of its grid: {dp, tp, pp} and the order's axes, fastest first (tp 0, dp 1, pp 2).
+std::vector<int64_t> gridRecord(const parallel::Grid& g) {
+  std::vector<int64_t> r = {g.dp, g.tp, g.pp};
+  for (const auto& a : parallel::gridAxes(g.order)) r.push_back(a == "tp" ? 0 : a == "dp" ? 1 : 2);
+  return r;
+}
+
 // Sums over the steps of one logging window.
 struct Window {
   double loss = 0, compute = 0, time = 0;
@@ -213,7 +220,8 @@ void TrainingRun::build() {
 // The full model a single process would build (same seed, same draws); with parallel.tp > 1 every
 // rank keeps its tensor-parallel shard of it.
 void TrainingRun::buildModel() {
-  grid_ = parallel::makeGrid(world_, static_cast<int>(cfg_.parallel.tp), static_cast<int>(cfg_.parallel.pp));
+  grid_ = parallel::makeGrid(world_, static_cast<int>(cfg_.parallel.tp), static_cast<int>(cfg_.parallel.pp),
+                             cfg_.parallel.order);
   auto full = nn::makeModel(modelSpec());
   full_parameters_ = nn::parameterCount(*full);
   if (grid_.tp > 1 || grid_.pp > 1) {
@@ -258,14 +266,18 @@ void TrainingRun::resumeOrStart() {
 // A checkpoint holds each rank's shard of its grid: it only loads under the same grid.
 void TrainingRun::checkResumedGrid(const std::string& rank0_file) const {
   const auto was = readCheckpointGrid(rank0_file);
-  const std::vector<int64_t> now = {grid_.dp, grid_.tp, grid_.pp};
-  auto str = [](const std::vector<int64_t>& g) {
-    return "dp " + std::to_string(g[0]) + " x tp " + std::to_string(g[1]) + " x pp " + std::to_string(g[2]);
+  const std::vector<int64_t> now = gridRecord(grid_);
+  auto str = [](std::vector<int64_t> g) {
+    if (g.size() == 3) g.insert(g.end(), {0, 1, 2});  // written before parallel.order: the default order
+    g.resize(6, -1);
+    auto axis = [](int64_t a) { return a == 0 ? "tp" : a == 1 ? "dp" : a == 2 ? "pp" : "?"; };
+    return "dp " + std::to_string(g[0]) + " x tp " + std::to_string(g[1]) + " x pp " + std::to_string(g[2]) + " (order " +
+           axis(g[3]) + "-" + axis(g[4]) + "-" + axis(g[5]) + ")";
   };
-  if (!was.empty() && was != now)
+  if (!was.empty() && str(was) != str(now))
     throw ConfigError("--resume: '" + rank0_file + "' was written by a " + str(was) + " grid, this run is " + str(now) +
-                      "; a checkpoint is resharded only through model_state.pt (resume with the same parallel.tp and "
-                      "number of processes)");
+                      "; a checkpoint is resharded only through model_state.pt (resume with the same parallel.tp, "
+                      "parallel.pp, parallel.order and number of processes)");
 }
 
 void TrainingRun::openMetrics() {
@@ -302,7 +314,7 @@ void TrainingRun::saveAt(int64_t step) {
   st.step = step;
   st.position = loader_->position();
   st.elapsed_s = since(t_start_);
-  st.grid = {grid_.dp, grid_.tp, grid_.pp};
+  st.grid = gridRecord(grid_);
   std::tie(st.bytes_sent, st.bytes_recv) = bytes();
   saveCheckpoint(checkpointFile(ckpt_dir_.string(), step, rank_), *model_, *optimizer_, st, strategy_->hook(),
                  strategy_->stateWriter());
@@ -487,7 +499,8 @@ nlohmann::json TrainingRun::parallelJson() const {
                  static_cast<double>(snap.total.bytes_sent)};
   v[2] -= v[0] + v[1];
   world_->allreduce(v, 3, comm::DType::f64, comm::ReduceOp::sum);
-  nlohmann::json j = {{"dp", grid_.dp}, {"tp", grid_.tp}, {"pp", grid_.pp},
+  nlohmann::json j = {{"dp", grid_.dp}, {"tp", grid_.tp}, {"pp", grid_.pp}, {"order", grid_.order},
+                      {"coordinates", {{"dp", grid_.dp_rank}, {"tp", grid_.tp_rank}, {"pp", grid_.pp_rank}}},
                       {"parameters_this_rank", nn::parameterCount(*model_)},
                       {"bytes_sent_by_axis", {{"dp", static_cast<int64_t>(v[2])}, {"tp", static_cast<int64_t>(v[0])},
                                               {"pp", static_cast<int64_t>(v[1])}}}};

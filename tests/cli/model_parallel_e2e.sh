@@ -33,6 +33,7 @@ run() {
 run single 1 --set data.batch_size=4
 run tp2 2 --set data.batch_size=2 --set parallel.tp=2
 run dp2tp2 4 --set data.batch_size=1 --set parallel.tp=2
+run dp2tp2_dpfirst 4 --set data.batch_size=1 --set parallel.tp=2 --set parallel.order=dp-tp-pp
 run tp4 4 --set data.batch_size=1 --set parallel.tp=4
 run pp2_gpipe 2 --set data.batch_size=2 --set parallel.pp=2 --set parallel.micro_batches=2 --set parallel.schedule=gpipe
 run dp2pp2 4 --set data.batch_size=1 --set parallel.pp=2 --set parallel.micro_batches=2
@@ -51,9 +52,9 @@ def evals(name):
     recs = [json.loads(l) for l in open(f"{tmp}/run_{name}/metrics.jsonl")]
     return {r["step"]: r["test_loss"] for r in recs if r["type"] == "eval"}
 def state(name): return torch.load(f"{tmp}/run_{name}/model_state.pt")
-names = ("single", "tp2", "dp2tp2", "tp4", "pp2_gpipe", "dp2pp2", "tp2pp2", "single_tied", "tp2_tied", "tp2r")
+names = ("single", "tp2", "dp2tp2", "dp2tp2_dpfirst", "tp4", "pp2_gpipe", "dp2pp2", "tp2pp2", "single_tied", "tp2_tied", "tp2r")
 summ = {n: json.load(open(f"{tmp}/{n}.json")) for n in names}
-for ref, grids in (("single", ("tp2", "dp2tp2", "tp4", "pp2_gpipe", "dp2pp2", "tp2pp2")), ("single_tied", ("tp2_tied",))):
+for ref, grids in (("single", ("tp2", "dp2tp2", "dp2tp2_dpfirst", "tp4", "pp2_gpipe", "dp2pp2", "tp2pp2")), ("single_tied", ("tp2_tied",))):
     want, w = evals(ref), state(ref)
     assert sorted(want) == list(range(1, 21)), sorted(want)
     for g in grids:
@@ -72,6 +73,9 @@ axis = {n: summ[n]["parallel"] for n in summ}
 phases = {n: summ[n]["bytes_by_phase"] for n in summ}
 assert axis["single"]["bytes_sent_by_axis"]["tp"] == 0 and axis["tp2"]["bytes_sent_by_axis"]["tp"] > 0, axis
 assert (axis["dp2tp2"]["dp"], axis["dp2tp2"]["tp"]) == (2, 2) and axis["tp4"]["dp"] == 1, axis
+# Rank 0 is (dp 0, tp 0) in either order; rank 1 is tp 1 in Megatron's order and dp 1 in dp-tp-pp.
+assert axis["dp2tp2"]["order"] == "tp-dp-pp" and axis["dp2tp2_dpfirst"]["order"] == "dp-tp-pp", axis
+assert axis["dp2tp2_dpfirst"]["bytes_sent_by_axis"] == axis["dp2tp2"]["bytes_sent_by_axis"], axis
 assert "grad" not in phases["tp4"] and "grad" not in phases["tp2"] and "grad" not in phases["tp2pp2"], phases
 assert phases["dp2tp2"]["grad"]["sent"] > 0 and phases["dp2pp2"]["grad"]["sent"] > 0, phases
 for n in ("pp2_gpipe", "dp2pp2", "tp2pp2"):
@@ -107,5 +111,14 @@ if "$LOWCOMM" train --nproc 2 "${common[@]}" --set data.batch_size=4 --set loggi
     > "$tmp/out_bad" 2>&1; then
   echo "FAIL: a tp=2 checkpoint resumed on a dp=2 grid"; exit 1
 fi
-grep -q "dp 1 x tp 2 x pp 1 grid, this run is dp 2 x tp 1 x pp 1" "$tmp/out_bad" || { cat "$tmp/out_bad"; echo "FAIL: the grid error does not name both grids"; exit 1; }
+grep -q "dp 1 x tp 2 x pp 1 (order tp-dp-pp) grid, this run is dp 2 x tp 1 x pp 1 (order tp-dp-pp)" "$tmp/out_bad" ||
+  { cat "$tmp/out_bad"; echo "FAIL: the grid error does not name both grids"; exit 1; }
+# The same grid in another rank order holds other shards on each rank: refused too.
+rm -rf "$tmp/bad"; mkdir -p "$tmp/bad"; cp -r "$tmp/run_dp2tp2/checkpoints" "$tmp/bad/"
+if "$LOWCOMM" train --nproc 4 "${common[@]}" --set data.batch_size=1 --set parallel.tp=2 --set parallel.order=dp-tp-pp \
+    --set logging.out_dir="$tmp/bad" --resume > "$tmp/out_bad" 2>&1; then
+  echo "FAIL: a tp-dp-pp checkpoint resumed in dp-tp-pp order"; exit 1
+fi
+grep -q "(order tp-dp-pp) grid, this run is dp 2 x tp 2 x pp 1 (order dp-tp-pp)" "$tmp/out_bad" ||
+  { cat "$tmp/out_bad"; echo "FAIL: the order error does not name both orders"; exit 1; }
 echo "ok: tensor- and pipeline-parallel grids follow the single process; resume is exact; bad grids are named"

@@ -176,6 +176,14 @@ TEST(StageBounds, BalanceByWeight) {
   EXPECT_NE(e.find("parallel.pp"), std::string::npos) << e;
 }
 
+// The world ranks of a communicator's members, in its rank order.
+std::vector<double> members(comm::Communicator& c, int world_rank) {
+  std::vector<double> all(c.size());
+  double me = world_rank;
+  c.allgather(&me, all.data(), 1, comm::DType::f64);
+  return all;
+}
+
 // Ranks 0..7 as dp x pp x tp = 2 x 2 x 2: which ranks share each axis.
 TEST(Grid, AxesFollowMegatronsOrder) {
   expectNoErrors(test::onRankThreads(8, [&](int rank, std::shared_ptr<comm::Communicator> world) {
@@ -184,12 +192,6 @@ TEST(Grid, AxesFollowMegatronsOrder) {
     EXPECT_EQ(g.tp_rank, rank % 2);
     EXPECT_EQ(g.dp_rank, (rank / 2) % 2);
     EXPECT_EQ(g.pp_rank, rank / 4);
-    auto members = [](comm::Communicator& c, int rank) {
-      std::vector<double> all(c.size());
-      double me = rank;
-      c.allgather(&me, all.data(), 1, comm::DType::f64);
-      return all;
-    };
     const int base = rank - g.tp_rank;
     EXPECT_EQ(members(*g.tp_comm, rank), (std::vector<double>{double(base), double(base + 1)}));
     const int d0 = rank - 2 * g.dp_rank;
@@ -199,6 +201,34 @@ TEST(Grid, AxesFollowMegatronsOrder) {
     EXPECT_EQ(g.tp_comm->phase(), kTensorParallelPhase);
     EXPECT_EQ(g.pp_comm->phase(), kPipelineParallelPhase);
   }));
+}
+
+// The same 2 x 2 x 2 grid with the data-parallel axis fastest, then the pipeline axis fastest.
+TEST(Grid, OrderChoosesWhichAxisHoldsNeighbouringRanks) {
+  expectNoErrors(test::onRankThreads(8, [&](int rank, std::shared_ptr<comm::Communicator> world) {
+    const Grid d = makeGrid(world, 2, 2, "dp-tp-pp");  // rank = (pp * tp + tp_rank) * dp + dp_rank
+    EXPECT_EQ(d.order, "dp-tp-pp");
+    EXPECT_EQ(d.dp_rank, rank % 2);
+    EXPECT_EQ(d.tp_rank, (rank / 2) % 2);
+    EXPECT_EQ(d.pp_rank, rank / 4);
+    const int d0 = rank - d.dp_rank;
+    EXPECT_EQ(members(*d.dp_comm, rank), (std::vector<double>{double(d0), double(d0 + 1)}));
+    const int t0 = rank - 2 * d.tp_rank;
+    EXPECT_EQ(members(*d.tp_comm, rank), (std::vector<double>{double(t0), double(t0 + 2)}));
+    const Grid p = makeGrid(world, 2, 2, "pp-tp-dp");  // rank = (dp * tp + tp_rank) * pp + pp_rank
+    EXPECT_EQ(p.pp_rank, rank % 2);
+    EXPECT_EQ(p.tp_rank, (rank / 2) % 2);
+    EXPECT_EQ(p.dp_rank, rank / 4);
+    const int p0 = rank - p.pp_rank;
+    EXPECT_EQ(members(*p.pp_comm, rank), (std::vector<double>{double(p0), double(p0 + 1)}));
+    const int q0 = rank - 4 * p.dp_rank;
+    EXPECT_EQ(members(*p.dp_comm, rank), (std::vector<double>{double(q0), double(q0 + 4)}));
+  }));
+  for (const char* bad : {"tp-dp", "tp-dp-pp-dp", "tp-tp-pp", "TP-dp-pp", ""}) {
+    const auto e = errorOf([&] { gridAxes(bad); });
+    EXPECT_NE(e.find("parallel.order"), std::string::npos) << bad << ": " << e;
+  }
+  EXPECT_EQ(gridAxes("pp-dp-tp"), (std::array<std::string, 3>{"pp", "dp", "tp"}));
 }
 
 TEST(Grid, DataParallelOnlyIsTheWorldAndBadSizesNameTheKey) {

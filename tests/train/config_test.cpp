@@ -200,7 +200,8 @@ TEST(Config, TextAndGptKeys) {
 // The model-parallel grid: gpt with DDP only, micro-batches only for a pipeline that divides the batch.
 TEST(Config, ParallelKeys) {
   const auto c = loadConfig(std::string(LC_SOURCE_DIR) + "/configs/text_gpt.toml",
-                            {"parallel.tp=2", "parallel.pp=2", "parallel.micro_batches=4", "parallel.schedule=gpipe"});
+                            {"parallel.tp=2", "parallel.pp=2", "parallel.micro_batches=4", "parallel.schedule=gpipe",
+                             "parallel.order=dp-tp-pp"});
   EXPECT_EQ(c.parallel.tp, 2);
   EXPECT_EQ(c.parallel.pp, 2);
   EXPECT_EQ(c.parallel.micro_batches, 4);
@@ -208,11 +209,15 @@ TEST(Config, ParallelKeys) {
   const auto back = loadConfig(writeToml(toToml(c)));
   EXPECT_EQ(back.parallel.pp, 2);
   EXPECT_EQ(back.parallel.schedule, "gpipe");
+  EXPECT_EQ(back.parallel.order, "dp-tp-pp");
+  EXPECT_EQ(loadConfig(std::string(LC_SOURCE_DIR) + "/configs/text_gpt.toml").parallel.order, "tp-dp-pp");
   const std::string text = "[model]\nname = \"gpt\"\n[data]\ndataset = \"text\"\ndir = \"/tmp\"\nbatch_size = 16\n";
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"parallel.tp=0"}, "'parallel.tp'"},
       {{"parallel.pp=0"}, "'parallel.pp'"},
       {{"parallel.schedule=zigzag"}, "'parallel.schedule'"},
+      {{"parallel.order=tp-dp"}, "'parallel.order'"},
+      {{"parallel.order=tp-tp-pp"}, "'parallel.order'"},
       {{"parallel.micro_batches=2"}, "'parallel.micro_batches'"},                       // no pipeline
       {{"parallel.pp=2", "parallel.micro_batches=3"}, "'parallel.micro_batches'"},     // 3 does not divide 2 x 16
       {{"parallel.tp=2", "strategy.name=ab"}, "'parallel.tp'"},

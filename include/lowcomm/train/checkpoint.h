@@ -25,7 +25,7 @@ struct TrainState {
   int64_t bytes_sent = 0;  // this rank's traffic before this checkpoint (metrics stay cumulative)
   int64_t bytes_recv = 0;
   uint64_t config_hash = 0;  // of the keys that must not change across a resume
-  std::vector<int64_t> grid;  // {dp, tp, pp} of the run that wrote it; empty: not recorded
+  std::vector<int64_t> grid;  // {dp, tp, pp, order: axes fastest first, tp 0 dp 1 pp 2} of the run that wrote it; empty: not recorded
 };
 
 std::string checkpointFile(const std::string& dir, int64_t step, int rank);
@@ -41,7 +41,7 @@ void loadStrategySection(const std::string& path, const SectionReader& read);
 TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
                           parallel::BucketHook& hook);
 
-// The {dp, tp, pp} grid a checkpoint was written under (empty for a checkpoint that predates
+// The {dp, tp, pp[, order]} grid a checkpoint was written under (empty for a checkpoint that predates
 // grids); DataError naming the file if it is not a lowcomm checkpoint.
 std::vector<int64_t> readCheckpointGrid(const std::string& path);
 
