@@ -1,13 +1,12 @@
 // GPipe and 1F1B schedules over the stages of a ShardedModel, with point-to-point activations.
 #include "lowcomm/parallel/pipeline.h"
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <chrono>
 #include <string>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/base/heap.h"
 
 namespace lowcomm::parallel {
 namespace {
@@ -15,12 +14,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// Bytes the heap holds now (arena and mmap'd blocks): activations are large tensors.
-int64_t heapInUse() {
-  const struct mallinfo2 m = mallinfo2();
-  return static_cast<int64_t>(m.uordblks + m.hblkhd);
-}
 
 size_t bytesOf(const torch::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
@@ -113,7 +106,7 @@ torch::Tensor Pipeline::backward(MicroBatch& mb, const torch::Tensor& output_gra
 
 void Pipeline::noteInFlight(int in_flight, int64_t heap_start) {
   stats_.max_in_flight = std::max(stats_.max_in_flight, in_flight);
-  stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, heapInUse() - heap_start);
+  stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, heapInUseBytes() - heap_start);
 }
 
 double Pipeline::trainStep(const torch::Tensor& x, const torch::Tensor& y, double scale, const LossFn& loss,
@@ -126,7 +119,7 @@ double Pipeline::trainStep(const torch::Tensor& x, const torch::Tensor& y, doubl
   std::vector<MicroBatch> mbs(m);
   for (int i = 0; i < m; ++i) mbs[i].x = xs[i], mbs[i].y = ys[i];
   const double per = scale / m;
-  const int64_t heap0 = heapInUse();
+  const int64_t heap0 = heapInUseBytes();
   const auto t0 = Clock::now();
   compute_s_ = 0;
   double total = 0;

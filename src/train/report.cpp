@@ -33,17 +33,18 @@ int64_t peakRssBytes() {
 // What this rank holds at the end of training, and the largest peak resident set over the ranks
 // (collective: every rank calls it).
 nlohmann::json memoryJson(comm::Communicator& world, nn::Model& model, torch::optim::Optimizer& opt,
-                          const parallel::Strategy& strategy) {
+                          const parallel::Strategy& strategy, int64_t activation_bytes) {
   auto bytes = [](const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; };
   int64_t params = 0, grads = 0, state = 0;
   for (const auto& p : model.parameters()) params += bytes(p), grads += bytes(p.grad());
   for (const auto& t : parallel::momentTensors(opt)) state += bytes(t);
-  double rss = static_cast<double>(peakRssBytes());
-  world.allreduce(&rss, 1, comm::DType::f64, comm::ReduceOp::max);
+  double peaks[2] = {static_cast<double>(peakRssBytes()), static_cast<double>(activation_bytes)};
+  world.allreduce(peaks, 2, comm::DType::f64, comm::ReduceOp::max);
   return {{"parameter_bytes", params}, {"gradient_bytes", grads}, {"optimizer_state_bytes", state},
           {"strategy_buffer_bytes", strategy.bufferBytes()},
           {"model_state_bytes", params + grads + state + strategy.bufferBytes()},
-          {"peak_rss_bytes_max_rank", static_cast<int64_t>(rss)}};
+          {"peak_activation_bytes", activation_bytes}, {"peak_activation_bytes_max_rank", static_cast<int64_t>(peaks[1])},
+          {"peak_rss_bytes_max_rank", static_cast<int64_t>(peaks[0])}};
 }
 
 

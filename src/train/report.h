@@ -26,9 +26,10 @@ nlohmann::json compressionJson(const std::vector<std::shared_ptr<compress::Compr
 // The process's peak resident set.
 int64_t peakRssBytes();
 
-// What this rank holds at the end of training, and the largest peak resident set over the ranks
-// (collective: every rank calls it).
+// What this rank holds at the end of training, its peak activation memory (the caller's measure:
+// heap growth over a forward, or a pipeline step's), and the largest peak resident set and
+// activation memory over the ranks (collective: every rank calls it).
 nlohmann::json memoryJson(comm::Communicator& world, nn::Model& model, torch::optim::Optimizer& opt,
-                          const parallel::Strategy& strategy);
+                          const parallel::Strategy& strategy, int64_t activation_bytes);
 
 }  // namespace lowcomm::train

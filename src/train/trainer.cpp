@@ -10,6 +10,7 @@
 #include "evaluate.h"
 #include "report.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/base/heap.h"
 #include "lowcomm/base/trace.h"
 #include "lowcomm/data/dataset.h"
 #include "lowcomm/data/loader.h"
@@ -125,6 +126,7 @@ class TrainingRun {
   int64_t last_eval_step_ = -1, step_ = 0;
   Window win_;
   double total_compute_ = 0, last_lr_ = 0;
+  int64_t peak_activation_bytes_ = 0;  // the largest heap growth over a forward (no pipeline)
   nlohmann::json memory_;
 };
 
@@ -370,7 +372,9 @@ void TrainingRun::trainStep() {
     {
       TraceScope s(&trace_, "forward", "compute", 0);
       AutocastScope amp(cfg_.model.autocast == "bf16");
+      const int64_t heap0 = heapInUseBytes();
       loss = criterion_.mean(strategy_->forward(b.x), b.y) / static_cast<double>(accum_);
+      peak_activation_bytes_ = std::max(peak_activation_bytes_, heapInUseBytes() - heap0);  // what backward will free
     }
     {
       TraceScope s(&trace_, "backward", "compute", 0);
@@ -464,7 +468,8 @@ nlohmann::json TrainingRun::run() {
     if (jsonl_) jsonl_->write(withBytes(e));
   if (last_eval_step_ != step_) evalNow(loader_->position().epoch + 1, /*final=*/true);
   const double wall = since(t_start_);
-  memory_ = memoryJson(*world_, *model_, *optimizer_, *strategy_);  // before the final checkpoint's own peak
+  memory_ = memoryJson(*world_, *model_, *optimizer_, *strategy_,
+                       pipeline_ ? pipeline_->stats().peak_activation_bytes : peak_activation_bytes_);  // before the final checkpoint's own peak
   saveAt(step_);
   saveFullModel();
   if (!opts_.timeline_path.empty()) writeTimeline(*world_, trace_, opts_.timeline_path);

@@ -70,6 +70,9 @@ for ref, grids in (("single", ("tp2", "dp2tp2", "dp2tp2_dpfirst", "tp4", "pp2_gp
 r, u = state("tp2r"), state("tp2")
 assert all(torch.equal(r[k], u[k]) for k in u), "the resumed tensor-parallel run is not bit-identical"
 axis = {n: summ[n]["parallel"] for n in summ}
+for n in ("single", "tp2", "dp2pp2"):  # activations measured with and without a pipeline
+    mem = summ[n]["memory"]
+    assert 0 < mem["peak_activation_bytes"] <= mem["peak_activation_bytes_max_rank"], (n, mem)
 phases = {n: summ[n]["bytes_by_phase"] for n in summ}
 assert axis["single"]["bytes_sent_by_axis"]["tp"] == 0 and axis["tp2"]["bytes_sent_by_axis"]["tp"] > 0, axis
 assert (axis["dp2tp2"]["dp"], axis["dp2tp2"]["tp"]) == (2, 2) and axis["tp4"]["dp"] == 1, axis
