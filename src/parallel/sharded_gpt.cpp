@@ -257,16 +257,20 @@ class ShardedGpt : public ShardedModel {
       const double sq = g.to(torch::kFloat64).pow(2).sum().item<double>();
       (sharded(p.key()) ? split : replicated) += sq;
     }
-    tp_->allreduce(&split, 1, comm::DType::f64, comm::ReduceOp::sum);
-    double sq = split + replicated;
-    if (pp_ && pp_->size() > 1) pp_->allreduce(&sq, 1, comm::DType::f64, comm::ReduceOp::sum);
-    const double norm = std::sqrt(sq), coef = max_norm / (norm + 1e-6);
+    const double norm = std::sqrt(reduceSquaredNorm(split, replicated)), coef = max_norm / (norm + 1e-6);
     if (coef < 1) {
       torch::NoGradGuard no_grad;
       for (auto& p : parameters())
         if (p.grad().defined()) p.grad().mul_(coef);
     }
     return norm;
+  }
+
+  double reduceSquaredNorm(double split_sq, double replicated_sq) override {
+    tp_->allreduce(&split_sq, 1, comm::DType::f64, comm::ReduceOp::sum);
+    double sq = split_sq + replicated_sq;
+    if (pp_ && pp_->size() > 1) pp_->allreduce(&sq, 1, comm::DType::f64, comm::ReduceOp::sum);
+    return sq;
   }
 
   comm::Communicator& tp() override { return *tp_; }

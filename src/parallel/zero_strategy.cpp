@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/parallel/sharded_model.h"
 #include "lowcomm/parallel/zero.h"
 
 namespace lowcomm::parallel {
@@ -52,7 +53,7 @@ DdpOptions zeroDdpOptions(DdpOptions o, int stage, int world) {
 class ZeroStrategy : public Strategy {
  public:
   ZeroStrategy(const StrategyContext& ctx, int stage)
-      : model_(ctx.model), stage_(stage), rank_(ctx.world->rank()), size_(ctx.world->size()),
+      : model_(ctx.model), shard_(ctx.shard), stage_(stage), rank_(ctx.world->rank()), size_(ctx.world->size()),
         hook_(std::make_shared<ReduceScatterHook>(&grads_)),
         ddp_(ctx.world, ctx.model, zeroDdpOptions(ctx.ddp, stage, ctx.world->size()), hook_, ctx.trace),
         params_(ddp_.parameters()) {
@@ -83,14 +84,20 @@ class ZeroStrategy : public Strategy {
     for (size_t b = 0; b < shards_.size(); ++b) shards_[b].mutable_grad() = grads_[b];
   }
 
+  // The global norm over the dp shards, and on a model-parallel grid over tp and pp too.
   bool clipGradients(double max_norm) override {
-    double sq = 0;
-    for (const auto& g : grads_) sq += g.pow(2).sum().item<double>();
+    double sq[2] = {0, 0};  // over parameters split over tp, replicated on every tp rank
+    if (shard_) {
+      for (size_t b = 0; b < shards_.size(); ++b) splitSquares(b, sq);
+    } else {
+      for (const auto& g : grads_) sq[0] += g.pow(2).sum().item<double>();
+    }
     auto& comm = ddp_.comm();
     comm.setPhase("clip");
-    comm.allreduce(&sq, 1, comm::DType::f64, comm::ReduceOp::sum);
+    comm.allreduce(sq, 2, comm::DType::f64, comm::ReduceOp::sum);
     comm.setPhase("grad");
-    const double coef = max_norm / (std::sqrt(sq) + 1e-6);
+    const double total = shard_ ? shard_->reduceSquaredNorm(sq[0], sq[1]) : sq[0];
+    const double coef = max_norm / (std::sqrt(total) + 1e-6);
     if (coef < 1)
       for (auto& g : grads_) g.mul_(coef);
     return true;
@@ -135,6 +142,17 @@ class ZeroStrategy : public Strategy {
   }
 
  private:
+  // Adds the squares of this rank's block of bucket b's gradient to sq[0] (parameters split over
+  // tp) or sq[1] (replicated), by the parameter each element belongs to.
+  void splitSquares(size_t b, double sq[2]) const {
+    const GradBucket& bucket = ddp_.buckets()[b];
+    const int64_t lo = rank_ * grads_[b].numel(), hi = lo + grads_[b].numel();
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      const int64_t a = std::max(lo, bucket.offsets[k]), z = std::min(hi, bucket.offsets[k + 1]);
+      if (a < z) sq[shard_->sharded(bucket.names[k]) ? 0 : 1] += grads_[b].narrow(0, a - lo, z - a).pow(2).sum().item<double>();
+    }
+  }
+
   // This rank's block of every bucket, from the model's parameters.
   void refreshShards() {
     torch::NoGradGuard no_grad;
@@ -143,6 +161,7 @@ class ZeroStrategy : public Strategy {
   }
 
   std::shared_ptr<nn::Model> model_;
+  ShardedModel* shard_;
   const int stage_, rank_, size_;
   std::vector<torch::Tensor> shards_, grads_;
   bool shards_fresh_ = false;

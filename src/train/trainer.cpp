@@ -209,6 +209,7 @@ void TrainingRun::build() {
   parallel::StrategyContext ctx{grid_.dp_comm, model_, optimizer_.get(), {}, nullptr, &trace_};
   ctx.ddp.bucket_bytes = static_cast<size_t>(cfg_.strategy.bucket_mb * 1024 * 1024);
   ctx.ddp.overlap = cfg_.strategy.overlap;
+  ctx.shard = shard_.get();
   ctx.hooks = [this]() -> std::shared_ptr<parallel::BucketHook> {
     if (cfg_.compress.codec == "none") return nullptr;
     compress::CompressConfig cc = cfg_.compress;

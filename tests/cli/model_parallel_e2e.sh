@@ -35,6 +35,8 @@ run tp2 2 --set data.batch_size=2 --set parallel.tp=2
 run dp2tp2 4 --set data.batch_size=1 --set parallel.tp=2
 run dp2tp2_dpfirst 4 --set data.batch_size=1 --set parallel.tp=2 --set parallel.order=dp-tp-pp
 run tp4 4 --set data.batch_size=1 --set parallel.tp=4
+run dp2tp2_zero2 4 --set data.batch_size=1 --set parallel.tp=2 --set strategy.zero=2
+run dp2pp2_zero1 4 --set data.batch_size=1 --set parallel.pp=2 --set parallel.micro_batches=2 --set strategy.zero=1
 run pp2_gpipe 2 --set data.batch_size=2 --set parallel.pp=2 --set parallel.micro_batches=2 --set parallel.schedule=gpipe
 run dp2pp2 4 --set data.batch_size=1 --set parallel.pp=2 --set parallel.micro_batches=2
 run tp2pp2 4 --set data.batch_size=1 --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batches=2
@@ -52,9 +54,9 @@ def evals(name):
     recs = [json.loads(l) for l in open(f"{tmp}/run_{name}/metrics.jsonl")]
     return {r["step"]: r["test_loss"] for r in recs if r["type"] == "eval"}
 def state(name): return torch.load(f"{tmp}/run_{name}/model_state.pt")
-names = ("single", "tp2", "dp2tp2", "dp2tp2_dpfirst", "tp4", "pp2_gpipe", "dp2pp2", "tp2pp2", "single_tied", "tp2_tied", "tp2r")
+names = ("single", "tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2", "dp2pp2_zero1", "tp4", "pp2_gpipe", "dp2pp2", "tp2pp2", "single_tied", "tp2_tied", "tp2r")
 summ = {n: json.load(open(f"{tmp}/{n}.json")) for n in names}
-for ref, grids in (("single", ("tp2", "dp2tp2", "dp2tp2_dpfirst", "tp4", "pp2_gpipe", "dp2pp2", "tp2pp2")), ("single_tied", ("tp2_tied",))):
+for ref, grids in (("single", ("tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2", "dp2pp2_zero1", "tp4", "pp2_gpipe", "dp2pp2", "tp2pp2")), ("single_tied", ("tp2_tied",))):
     want, w = evals(ref), state(ref)
     assert sorted(want) == list(range(1, 21)), sorted(want)
     for g in grids:
@@ -81,6 +83,10 @@ assert axis["dp2tp2"]["order"] == "tp-dp-pp" and axis["dp2tp2_dpfirst"]["order"]
 assert axis["dp2tp2_dpfirst"]["bytes_sent_by_axis"] == axis["dp2tp2"]["bytes_sent_by_axis"], axis
 assert "grad" not in phases["tp4"] and "grad" not in phases["tp2"] and "grad" not in phases["tp2pp2"], phases
 assert phases["dp2tp2"]["grad"]["sent"] > 0 and phases["dp2pp2"]["grad"]["sent"] > 0, phases
+for n in ("dp2tp2_zero2", "dp2pp2_zero1"):  # ZeRO on the dp axis: sharded optimizer state, its own phases
+    assert summ[n]["ddp"]["zero_stage"] == int(n[-1]), (n, summ[n]["ddp"])
+    assert phases[n]["params"]["sent"] > 0 and phases[n]["clip"]["sent"] > 0, (n, phases[n])
+    assert summ[n]["memory"]["optimizer_state_bytes"] < summ[n.rsplit("_", 1)[0]]["memory"]["optimizer_state_bytes"], n
 for n in ("pp2_gpipe", "dp2pp2", "tp2pp2"):
     assert axis[n]["bytes_sent_by_axis"]["pp"] > 0, (n, axis[n])
     pipe = axis[n]["pipeline"]

@@ -221,13 +221,14 @@ TEST(Config, ParallelKeys) {
       {{"parallel.micro_batches=2"}, "'parallel.micro_batches'"},                       // no pipeline
       {{"parallel.pp=2", "parallel.micro_batches=3"}, "'parallel.micro_batches'"},     // 3 does not divide 2 x 16
       {{"parallel.tp=2", "strategy.name=ab"}, "'parallel.tp'"},
-      {{"parallel.pp=2", "strategy.zero=1"}, "'parallel.pp'"},
+      {{"parallel.pp=2", "strategy.name=local_sgd"}, "'parallel.pp'"},
   };
   for (const auto& [sets, key] : cases) {
     const std::string e = errorOf(text, sets);
     EXPECT_NE(e.find(key), std::string::npos) << sets.back() << " gave: " << e;
   }
   EXPECT_EQ(errorOf(text, {"parallel.tp=2", "parallel.pp=2", "parallel.micro_batches=4"}), "");
+  EXPECT_EQ(errorOf(text, {"parallel.tp=2", "strategy.zero=2"}), "");  // ZeRO on the data-parallel axis
   const std::string image = errorOf("", {"parallel.tp=2"});  // the default cnn
   EXPECT_NE(image.find("'parallel.tp'"), std::string::npos) << image;
 }

@@ -57,6 +57,9 @@ class ShardedModel : public nn::Model {
   // gradient (replicated parameters counted once), scaling .grad by max_norm / (norm + 1e-6)
   // when that is below 1. Returns the norm.
   virtual double clipGradNorm(double max_norm) = 0;
+  // The full model's squared gradient norm from this rank's sums of squares over its split and
+  // its replicated parameters (collective over tp and pp; replicated parameters counted once).
+  virtual double reduceSquaredNorm(double split_sq, double replicated_sq) = 0;
   virtual comm::Communicator& tp() = 0;
   virtual int stage() const = 0;
   virtual int stages() const = 0;

@@ -38,8 +38,12 @@ namespace lowcomm::parallel {
 // A fresh gradient hook (codec) per DDP instance; null or returning null: plain allreduce.
 using HookFactory = std::function<std::shared_ptr<BucketHook>()>;
 
+class ShardedModel;
+
 // What every strategy is built from. The optimizer holds the model's parameters; a strategy
-// that replaces them (AB's factors) rebinds it.
+// that replaces them (AB's factors) rebinds it. On a model-parallel grid `world` is the
+// data-parallel communicator and `shard` the model (its tensor- and pipeline-parallel shard), so a
+// strategy that clips itself can count the whole model's gradient norm; null otherwise.
 struct StrategyContext {
   std::shared_ptr<comm::Communicator> world;
   std::shared_ptr<nn::Model> model;
@@ -47,6 +51,7 @@ struct StrategyContext {
   DdpOptions ddp;
   HookFactory hooks;
   Trace* trace = nullptr;
+  ShardedModel* shard = nullptr;
 };
 
 class Strategy {

@@ -9,7 +9,8 @@
 //   only those shards, so optimizer state is 1/world of DDP's (plus padding).
 // - A synchronised backward reduce-scatters each bucket (average, overlapped with backward like
 //   DDP's allreduce) into the rank's shard gradient; gradient clipping uses the global norm over
-//   all shards (one 8-byte allreduce, phase "clip"); after the optimizer step every bucket's
+//   all shards (one 16-byte allreduce, phase "clip"; on a model-parallel grid, ctx.shard set, also
+//   over its tensor- and pipeline-parallel shards, replicated parameters counted once); after the optimizer step every bucket's
 //   shards are allgathered into the model's parameters (phase "params"). Bytes on the wire equal
 //   DDP's ring allreduce (reduce-scatter + allgather) up to padding.
 // - Stage 1 keeps every parameter's .grad and the bucket buffers between steps (as DDP does);
