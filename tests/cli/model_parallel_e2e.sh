@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Tensor and pipeline parallelism through the real launcher (the equivalence test of issue 13):
 # the gpt LM on the Python standard library, 20 AdamW steps with label smoothing, clipping and 2
-# accumulated batches, evaluated after every step. Each grid (dp, tp, pp) = (1, 2, 1), (2, 2, 1),
-# (1, 4, 1), (1, 1, 2) GPipe, (2, 1, 2) 1F1B, (1, 2, 2) 1F1B, and the tied head on (1, 2, 1),
-# follows the single-process run (same seed, same global batch of 8 sequences: data.batch_size is
+# accumulated batches, evaluated after every step. Each grid (dp, tp, pp) = (1, 2, 1), (2, 2, 1)
+# (in Megatron's rank order and with dp fastest), (1, 4, 1), (1, 1, 2) GPipe, (2, 1, 2) 1F1B,
+# (1, 2, 2) 1F1B, (1, 1, 4) 1F1B (one unit per stage), ZeRO-2 on (2, 2, 1), ZeRO-1 on (2, 1, 2),
+# and the tied head on (1, 2, 1), follows the single-process run (same seed, same global batch of 8 sequences: data.batch_size is
 # per rank, a replica of tp x pp ranks takes tp x pp of them): every step's test
 # loss within 1e-4 relative, the gathered final model (model_state.pt, read by Python torch.load)
 # within 1e-5. AdamW's eps is 1e-3 here: with the default 1e-8 Adam divides the float-rounding
@@ -40,6 +41,7 @@ run dp2pp2_zero1 4 --set data.batch_size=1 --set parallel.pp=2 --set parallel.mi
 run pp2_gpipe 2 --set data.batch_size=2 --set parallel.pp=2 --set parallel.micro_batches=2 --set parallel.schedule=gpipe
 run dp2pp2 4 --set data.batch_size=1 --set parallel.pp=2 --set parallel.micro_batches=2
 run tp2pp2 4 --set data.batch_size=1 --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batches=2
+run pp4 4 --set data.batch_size=1 --set parallel.pp=4 --set parallel.micro_batches=4
 run single_tied 1 --set data.batch_size=4 --set model.tied=true
 run tp2_tied 2 --set data.batch_size=2 --set model.tied=true --set parallel.tp=2
 # Resume the tp2 run from its step-10 checkpoint.
@@ -54,9 +56,9 @@ def evals(name):
     recs = [json.loads(l) for l in open(f"{tmp}/run_{name}/metrics.jsonl")]
     return {r["step"]: r["test_loss"] for r in recs if r["type"] == "eval"}
 def state(name): return torch.load(f"{tmp}/run_{name}/model_state.pt")
-names = ("single", "tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2", "dp2pp2_zero1", "tp4", "pp2_gpipe", "dp2pp2", "tp2pp2", "single_tied", "tp2_tied", "tp2r")
+names = ("single", "tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2", "dp2pp2_zero1", "tp4", "pp4", "pp2_gpipe", "dp2pp2", "tp2pp2", "single_tied", "tp2_tied", "tp2r")
 summ = {n: json.load(open(f"{tmp}/{n}.json")) for n in names}
-for ref, grids in (("single", ("tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2", "dp2pp2_zero1", "tp4", "pp2_gpipe", "dp2pp2", "tp2pp2")), ("single_tied", ("tp2_tied",))):
+for ref, grids in (("single", ("tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2", "dp2pp2_zero1", "tp4", "pp4", "pp2_gpipe", "dp2pp2", "tp2pp2")), ("single_tied", ("tp2_tied",))):
     want, w = evals(ref), state(ref)
     assert sorted(want) == list(range(1, 21)), sorted(want)
     for g in grids:
