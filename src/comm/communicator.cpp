@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <thread>
 #include <gloo/context.h>
 
 #include "algo/algorithms.h"
@@ -309,6 +311,42 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   child->link_->setSameHost(std::move(same));
   child->detectLocality();
   return child;
+}
+
+// The child's locality exchange runs over 2n ranks, so both roles of a process join at once.
+std::shared_ptr<Communicator> Communicator::joinRole(const std::string& prefix, int rank, int size) {
+  auto ctx = net::connectMesh(store_, prefix, rank, size, link_->device(), connectTimeout(opts_));
+  std::shared_ptr<Communicator> child(
+      new Communicator(store_, prefix, rank, size, opts_, meter_, std::make_unique<Link>(ctx, link_->device())));
+  if (!opts_.auth_token.empty()) authenticatePairs(*child->link_, opts_.auth_token, connectTimeout(opts_));
+  std::vector<bool> same(size);
+  for (int i = 0; i < size; ++i) same[i] = link_->sameHost(i % size_) || i % size_ == rank_;
+  child->link_->setSameHost(std::move(same));
+  child->detectLocality();
+  return child;
+}
+
+std::pair<std::shared_ptr<Communicator>, std::shared_ptr<Communicator>> Communicator::splitRoles() {
+  const std::string prefix = prefix_ + "/roles" + std::to_string(splits_++);
+  std::shared_ptr<Communicator> second;
+  std::exception_ptr error;
+  std::thread other([&] {
+    try {
+      second = joinRole(prefix, size_ + rank_, 2 * size_);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  std::shared_ptr<Communicator> first;
+  try {
+    first = joinRole(prefix, rank_, 2 * size_);
+  } catch (...) {
+    other.join();
+    throw;
+  }
+  other.join();
+  if (error) std::rethrow_exception(error);
+  return {first, second};
 }
 
 }  // namespace lowcomm::comm

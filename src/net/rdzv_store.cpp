@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -384,14 +385,20 @@ void RdzvClient::set(const std::string& key, const Bytes& value) {
   call(req, std::chrono::seconds(60), "set('" + key + "')");
 }
 
+// The server waits for the key in slices of at most 100 ms, so other threads of this process can
+// use the connection in between (two ranks of one process rendezvous at once: splitRoles).
 Bytes RdzvClient::get(const std::string& key, std::chrono::milliseconds timeout) {
-  std::vector<uint8_t> req;
-  putKey(req, kGet, prefix_ + key);
-  putInt(req, static_cast<uint32_t>(std::min<int64_t>(timeout.count(), 0x7fffffff)));
-  auto reply = call(req, timeout + std::chrono::seconds(30), "get('" + key + "')");
-  if (reply[0] != kOk)
-    throw TimeoutError("store: key '" + key + "' not set within " + std::to_string(timeout.count()) + " ms");
-  return Bytes(reply.begin() + 1, reply.end());
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    const int64_t slice = std::clamp<int64_t>(msLeft(deadline), 1, 100);
+    std::vector<uint8_t> req;
+    putKey(req, kGet, prefix_ + key);
+    putInt(req, static_cast<uint32_t>(slice));
+    auto reply = call(req, std::chrono::milliseconds(slice) + std::chrono::seconds(30), "get('" + key + "')");
+    if (reply[0] == kOk) return Bytes(reply.begin() + 1, reply.end());
+    if (Clock::now() >= deadline)
+      throw TimeoutError("store: key '" + key + "' not set within " + std::to_string(timeout.count()) + " ms");
+  }
 }
 
 bool RdzvClient::check(const std::string& key) {

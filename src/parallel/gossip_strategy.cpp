@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "lowcomm/base/error.h"
+#include "flat_state.h"
 #include "lowcomm/parallel/gossip.h"
 
 namespace lowcomm::parallel {
@@ -22,15 +23,12 @@ using Clock = std::chrono::steady_clock;
 
 class GossipStrategy : public Strategy {
  public:
-  GossipStrategy(const StrategyContext& ctx, const GossipOptions& o) : model_(ctx.model), o_(o), trace_(ctx.trace) {
+  GossipStrategy(const StrategyContext& ctx, const GossipOptions& o)
+      : model_(ctx.model), o_(o), trace_(ctx.trace), state_(*ctx.model) {
     validateGossipOptions(o_, ctx.world->size());
     comm_ = ctx.world->split(0, ctx.world->rank());
     broadcastModel(*comm_, *model_);
-    for (auto& p : model_->parameters()) state_.push_back(p.detach());
-    for (auto& b : model_->buffers())
-      if (b.scalar_type() == torch::kFloat32) state_.push_back(b);
-    int64_t n = 0;
-    for (const auto& t : state_) n += t.numel();
+    const int64_t n = state_.numel();
     mine_ = torch::zeros({n}, torch::kFloat32);
     a_ = torch::zeros({n}, torch::kFloat32);
     b_ = torch::zeros({n}, torch::kFloat32);
@@ -56,9 +54,9 @@ class GossipStrategy : public Strategy {
     step_ = step;
     if (comm_->size() == 1 || step_ == 0) return false;
     timed("final-average", [&] {
-      pack(mine_);
+      state_.pack(mine_);
       comm_->allreduce(mine_.data_ptr<float>(), mine_.numel(), comm::DType::f32, comm::ReduceOp::avg);
-      unpack(mine_);
+      state_.unpack(mine_);
     });
     events_.push_back({{"type", "gossip"}, {"event", "final-average"}, {"step", step}});
     return true;
@@ -106,26 +104,12 @@ class GossipStrategy : public Strategy {
     comm_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
   }
 
-  void pack(torch::Tensor& flat) const {
-    int64_t off = 0;
-    for (const auto& t : state_) {
-      flat.narrow(0, off, t.numel()).copy_(t.reshape({-1}));
-      off += t.numel();
-    }
-  }
-  void unpack(const torch::Tensor& flat) {
-    int64_t off = 0;
-    for (auto& t : state_) {
-      t.copy_(flat.narrow(0, off, t.numel()).view(t.sizes()));
-      off += t.numel();
-    }
-  }
 
   // Every message of a mixing is posted at once: on the ring each link carries one message in
   // each direction at the same time.
   void mix() {
     const int n = comm_->size(), r = comm_->rank();
-    pack(mine_);
+    state_.pack(mine_);
     const size_t bytes = static_cast<size_t>(mine_.numel()) * 4;
     float* mine = mine_.data_ptr<float>();
     if (o_.topology == "exponential" || n == 2) {
@@ -140,11 +124,11 @@ class GossipStrategy : public Strategy {
                       {{left, a_.data_ptr<float>(), bytes}, {right, b_.data_ptr<float>(), bytes}}, 1);
       mine_.add_(a_).add_(b_).div_(3.0);
     }
-    unpack(mine_);
+    state_.unpack(mine_);
   }
 
   void measureConsensus() {
-    pack(mine_);
+    state_.pack(mine_);
     a_.copy_(mine_);
     comm_->allreduce(a_.data_ptr<float>(), a_.numel(), comm::DType::f32, comm::ReduceOp::avg);
     double sq = (mine_ - a_).pow(2).sum().item<double>();
@@ -156,7 +140,7 @@ class GossipStrategy : public Strategy {
   GossipOptions o_;
   Trace* trace_;
   std::shared_ptr<comm::Communicator> comm_;
-  std::vector<torch::Tensor> state_;  // parameters, then f32 buffers
+  FlatState state_;
   torch::Tensor mine_, a_, b_;
   AllreduceHook plain_;  // no gradient ever goes through it (the trainer checkpoints its empty state)
   int64_t step_ = 0, mixings_ = 0;

@@ -211,6 +211,7 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("gossip.topology", gossip.topology, std::string),
       LC_FIELD("gossip.period", gossip.period, int64_t),
       LC_FIELD("gossip.consensus_every", gossip.consensus_every, int64_t),
+      LC_FIELD("ssp.staleness", ssp.staleness, int64_t),
       LC_FIELD("fault.slow_rank", fault.slow_rank, int64_t),
       LC_FIELD("fault.slow_factor", fault.slow_factor, double),
       LC_FIELD("compress.codec", compress.codec, std::string),
@@ -420,6 +421,7 @@ void validate(const TrainConfig& c, const std::string& where) {
   oneOf(where, "gossip.topology", c.gossip.topology, {"ring", "exponential"});
   positive("gossip.period", static_cast<double>(c.gossip.period));
   nonneg("gossip.consensus_every", static_cast<double>(c.gossip.consensus_every));
+  if (c.ssp.staleness < -1) bad(where, "ssp.staleness", "must be >= 0 (steps ahead of the slowest) or -1 (asynchronous)");
   if (c.fault.slow_rank < -1) bad(where, "fault.slow_rank", "must be a rank (>= 0) or -1 (none)");
   if (!(c.fault.slow_factor >= 1 && c.fault.slow_factor <= 100)) bad(where, "fault.slow_factor", "must be in [1, 100]");
   positive("strategy.bucket_mb", c.strategy.bucket_mb);

@@ -8,6 +8,7 @@
 #include "lowcomm/parallel/diloco.h"
 #include "lowcomm/parallel/gossip.h"
 #include "lowcomm/parallel/local_sgd.h"
+#include "lowcomm/parallel/ssp.h"
 #include "lowcomm/parallel/zero.h"
 
 namespace lowcomm::train {
@@ -96,6 +97,10 @@ const std::map<std::string, Entry>& registry() {
                     return parallel::makeGossipStrategy(ctx, {c.gossip.topology, c.gossip.period, c.gossip.consensus_every});
                   },
                   [](const TrainConfig& c) { return "gossip/" + c.gossip.topology + "/" + std::to_string(c.gossip.period); }}},
+      // The servers' shards and clocks fit any staleness bound.
+      {"ssp", {[](const TrainConfig& c, const parallel::StrategyContext& ctx,
+                  int64_t) { return parallel::makeSspStrategy(ctx, {c.ssp.staleness}); },
+               [](const TrainConfig&) { return std::string("ssp"); }}},
   };
   return r;
 }

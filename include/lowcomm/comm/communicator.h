@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lowcomm/comm/dtype.h"
@@ -108,6 +109,11 @@ class Communicator {
   // color < 0 returns nullptr. The child shares this communicator's traffic meter (the split's
   // own exchange is counted under op "setup").
   std::shared_ptr<Communicator> split(int color, int key);
+  // Collective: one communicator of 2 * size() ranks in which this process holds two ranks,
+  // rank() and size() + rank(), returned as two objects {first, second} (e.g. a worker and a
+  // parameter-server role). The two may be used from two threads at once; both share this
+  // communicator's traffic meter.
+  std::pair<std::shared_ptr<Communicator>, std::shared_ptr<Communicator>> splitRoles();
 
   // Phase label for the traffic meter (e.g. "grad", "sync").
   void setPhase(const std::string& phase);
@@ -129,6 +135,7 @@ class Communicator {
                std::shared_ptr<TrafficMeter> meter, std::unique_ptr<Link> link);
   void checkFingerprint(const char* op, size_t count, DType dt, int extra);
   void detectLocality();
+  std::shared_ptr<Communicator> joinRole(const std::string& prefix, int rank, int size);
   void allgatherImpl(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts, DType dt,
                      const char* op);
   ShmDomain* shmDomain();  // maps the segment on first use; nullptr when shared memory is unusable

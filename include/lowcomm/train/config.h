@@ -123,6 +123,10 @@ struct TrainConfig {
     int64_t period = 1;             // steps between mixings
     int64_t consensus_every = 10;   // mixings between consensus-distance measurements; 0 = never
   } gossip;
+  // Stale-synchronous parallel (strategy.name = "ssp"; contract in lowcomm/parallel/ssp.h).
+  struct {
+    int64_t staleness = 2;  // steps a rank may run ahead of the slowest; -1 = unbounded (asynchronous)
+  } ssp;
   // A benchmark knob: one rank made slower, to see which strategies wait for it.
   struct {
     int64_t slow_rank = -1;    // the slowed rank; -1 = none

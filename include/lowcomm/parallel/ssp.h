@@ -1,0 +1,47 @@
+// Stale-synchronous parallel training on a sharded parameter server (`strategy.name = "ssp"`;
+// Ho et al. 2013, "More effective distributed ML via a stale synchronous parallel parameter
+// server"; `ssp.staleness = -1` is asynchronous, as Downpour SGD, Dean et al. 2012).
+//
+// - Every rank is a worker and, on a thread of its own, the server of one contiguous shard of
+//   the flattened parameters and f32 buffers (shard k: elements [k·N/n, (k+1)·N/n)). Workers and
+//   servers talk point to point over a communicator of 2n ranks (Communicator::splitRoles:
+//   worker r is rank r, its server n + r); no collective runs during training.
+// - A worker steps its optimizer on its own gradients, then pushes its update (its weights after
+//   the step minus the weights it last pulled) to every server and pulls every shard back, all
+//   messages posted at once (traffic phase "push" for the worker's side, "pull" for the
+//   servers'). A server adds update / n to its shard as it arrives (with staleness 0 a round at a
+//   time in rank order, so the run is deterministic) and answers the pull of a worker that has
+//   pushed c steps once every worker has pushed at least c − s. No worker runs more than s steps
+//   ahead of the slowest, and none waits for it otherwise.
+// - The staleness a pull observed, c minus the slowest worker's clock when it was answered (max
+//   over the shards), is in every step record ("staleness") and the summary (max and mean).
+// - Staleness 0 with SGD is DDP up to rounding when the optimizer's update is linear in the
+//   gradient (no momentum): the mean of the updates −lr·g_r is −lr·mean(g). Momentum and Adam
+//   moments stay per worker (each steps on its own gradients, as in a parameter server).
+// - A checkpoint is a fence: every worker's state writer waits until all workers reached it, the
+//   servers snapshot their shards and clocks, and each rank's checkpoint holds its server's shard
+//   and clocks beside its own weights, so a resume continues from the same state (bit for bit
+//   with staleness 0, where timing cannot change the result).
+// - At the end every worker pulls the final shards once all are done (phase "final-pull"): every
+//   rank holds the same model.
+// - A dead rank: the others' next push or pull, or a server's receive, fails or times out within
+//   comm.timeout_s; the error names the rank (its worker r or server n + r).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "lowcomm/parallel/strategy.h"
+
+namespace lowcomm::parallel {
+
+struct SspOptions {
+  int64_t staleness = 2;  // steps a worker may run ahead of the slowest; -1 = unbounded (asynchronous)
+};
+
+// Throws ConfigError naming `ssp.staleness`.
+void validateSspOptions(const SspOptions& o);
+
+std::unique_ptr<Strategy> makeSspStrategy(const StrategyContext& ctx, const SspOptions& o);
+
+}  // namespace lowcomm::parallel

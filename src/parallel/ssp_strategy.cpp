@@ -1,0 +1,246 @@
+// `strategy.name = "ssp"` (contract in ssp.h; the server shard in ssp_server.h).
+#include <algorithm>
+#include <chrono>
+#include <regex>
+#include <string>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/parallel/ssp.h"
+#include "flat_state.h"
+#include "ssp_server.h"
+
+namespace lowcomm::parallel {
+
+void validateSspOptions(const SspOptions& o) {
+  if (o.staleness < -1)
+    throw ConfigError("ssp.staleness: must be >= 0 (steps ahead of the slowest) or -1 (asynchronous), got " +
+                      std::to_string(o.staleness));
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class SspStrategy : public Strategy {
+ public:
+  SspStrategy(const StrategyContext& ctx, const SspOptions& o)
+      : model_(ctx.model), o_(o), trace_(ctx.trace), state_(*ctx.model) {
+    validateSspOptions(o_);
+    world_ = ctx.world->split(0, ctx.world->rank());
+    n_ = world_->size(), rank_ = world_->rank();
+    broadcastModel(*world_, *model_);
+    auto [worker, server] = world_->splitRoles();
+    worker_ = worker;
+    worker_->setPhase("push");
+    server_ = std::make_shared<SspServer>(server, n_, o_.staleness);
+    const int64_t total = state_.numel();
+    for (int k = 0; k <= n_; ++k) offset_.push_back(total * k / n_);
+    pulled_ = torch::zeros({total}, torch::kFloat32);
+    now_ = torch::zeros({total}, torch::kFloat32);
+    for (int k = 0; k < n_; ++k) {
+      send_.push_back(torch::zeros({kSspHeaderFloats + length(k)}, torch::kFloat32));
+      recv_.push_back(torch::zeros({kSspHeaderFloats + length(k)}, torch::kFloat32));
+      fence_recv_.push_back(torch::zeros({kSspHeaderFloats}, torch::kFloat32));
+    }
+  }
+  ~SspStrategy() override {
+    if (server_->running()) server_->detach();  // after a failure: its receive fails or times out
+  }
+
+  std::string beginStep(int64_t step) override {
+    ensureStarted(step);
+    return "ssp";
+  }
+  std::vector<nlohmann::json> takeEvents() override { return std::exchange(events_, {}); }
+  torch::Tensor forward(const torch::Tensor& x) override { return model_->forward(x); }
+  void setSync(bool) override {}
+  void afterBackward() override {}
+
+  void afterOptimizerStep(int64_t step) override {
+    clock_ = step + 1;
+    timed("push", [&] {
+      state_.pack(now_);
+      now_.sub_(pulled_);
+      for (int k = 0; k < n_; ++k) send_[k].narrow(0, kSspHeaderFloats, length(k)).copy_(shard(now_, k));
+      const int64_t slow = roundTrip(SspKind::push, recv_);
+      takeShards();
+      const int64_t stale = clock_ - slow;
+      staleness_ = stale, staleness_max_ = std::max(staleness_max_, stale), staleness_sum_ += stale, ++pulls_;
+    });
+  }
+
+  void beforeEval() override {}
+  nlohmann::json evalFields() const override { return {{"staleness", staleness_}}; }
+  bool finish(int64_t step) override {
+    ensureStarted(step);
+    if (finished_) return false;
+    timed("final-pull", [&] {
+      roundTrip(SspKind::final, recv_);
+      takeShards();
+      server_->join();
+    });
+    finished_ = true;
+    events_.push_back({{"type", "ssp"}, {"event", "final-pull"}, {"step", step}});
+    return true;
+  }
+
+  std::function<void(torch::serialize::OutputArchive&)> stateWriter() override {
+    return [this](torch::serialize::OutputArchive& ar) {
+      ensureStarted(clock_);
+      if (!finished_) timed("fence", [&] { roundTrip(SspKind::fence, fence_recv_); ++fences_; });
+      const auto snap = server_->snapshot();
+      ar.write("shard", snap.shard);
+      ar.write("clocks", torch::tensor(snap.clocks, torch::kInt64));
+      ar.write("stats", torch::tensor({staleness_, staleness_max_, staleness_sum_, pulls_, fences_}, torch::kInt64));
+    };
+  }
+  std::function<void(torch::serialize::InputArchive&)> stateReader() override {
+    return [this](torch::serialize::InputArchive& ar) {
+      torch::Tensor shard, clocks, stats;  // one tensor per key: read() re-points it at the stored storage
+      ar.read("shard", shard);
+      ar.read("clocks", clocks);
+      ar.read("stats", stats);
+      if (shard.numel() != length(rank_) || clocks.numel() != n_)
+        throw ConfigError("ssp: the checkpoint's server shard (" + std::to_string(shard.numel()) + " values, " +
+                          std::to_string(clocks.numel()) + " clocks) does not fit this model and world (" +
+                          std::to_string(length(rank_)) + " values, " + std::to_string(n_) + " workers)");
+      const auto c = clocks.contiguous();
+      std::vector<int64_t> cs(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + n_);
+      server_->load(shard, cs);
+      clock_ = cs[rank_];
+      const auto s = stats.contiguous();
+      const int64_t* v = s.data_ptr<int64_t>();
+      staleness_ = v[0], staleness_max_ = v[1], staleness_sum_ = v[2], pulls_ = v[3], fences_ = v[4];
+      loaded_ = true;
+    };
+  }
+
+  BucketHook& hook() override { return plain_; }
+  // With staleness 0 every pull hands all workers the same shards; otherwise only the end does.
+  comm::Communicator* replicas() override {
+    return o_.staleness == 0 || finished_ || pulls_ == 0 ? world_.get() : nullptr;
+  }
+  DdpStats stats() const override { return DdpStats{comm_s_, comm_s_, pulls_}; }
+  size_t buckets() const override { return 0; }
+  int64_t bufferBytes() const override {
+    int64_t b = 2 * pulled_.numel() * 4;  // the pulled weights and the update
+    for (int k = 0; k < n_; ++k) b += (send_[k].numel() + recv_[k].numel()) * 4;
+    return b + 2 * length(rank_) * 4;  // the server's shard and its answer
+  }
+  nlohmann::json stepFields() const override { return {{"staleness", staleness_}, {"clock", clock_}}; }
+  nlohmann::json summary() const override {
+    return {{"staleness_bound", o_.staleness},
+            {"staleness_max", staleness_max_},
+            {"staleness_mean", pulls_ ? static_cast<double>(staleness_sum_) / static_cast<double>(pulls_) : 0.0},
+            {"pulls", pulls_},
+            {"fences", fences_},
+            {"shard_values", length(rank_)}};
+  }
+
+ private:
+  int64_t length(int k) const { return offset_[k + 1] - offset_[k]; }
+  torch::Tensor shard(const torch::Tensor& flat, int k) const { return flat.narrow(0, offset_[k], length(k)); }
+
+  // The server starts at the first step (after a resume loaded its shard) from this rank's
+  // weights, which every rank shares then.
+  void ensureStarted(int64_t step) {
+    if (server_->running() || finished_) return;
+    torch::NoGradGuard no_grad;
+    state_.pack(pulled_);
+    if (!loaded_) {
+      server_->load(shard(pulled_, rank_), std::vector<int64_t>(n_, step));
+      clock_ = step;
+    }
+    server_->start();
+  }
+
+  // Posts one message to every server and receives every answer; returns the slowest clock any
+  // answer reported. Errors name which rank's worker or server failed.
+  int64_t roundTrip(SspKind kind, std::vector<torch::Tensor>& answers) {
+    server_->rethrowFailure();
+    std::vector<comm::Communicator::P2P> sends, recvs;
+    for (int k = 0; k < n_; ++k) {
+      writeSspHeader(send_[k], kind, clock_);
+      sends.push_back({n_ + k, send_[k].data_ptr(), static_cast<size_t>(send_[k].numel()) * 4});
+      recvs.push_back({n_ + k, answers[k].data_ptr(), static_cast<size_t>(answers[k].numel()) * 4});
+    }
+    try {
+      worker_->exchange(sends, recvs, kSspTag);
+    } catch (const TimeoutError& e) {  // more telling than this rank's server failing too
+      throw TimeoutError(roleNote(e.what()) + slowestNote());
+    } catch (const PeerError& e) {
+      throw PeerError(e.rank() >= n_ ? e.rank() - n_ : e.rank(), roleNote(e.what()));
+    }
+    int64_t slow = clock_;
+    for (int k = 0; k < n_; ++k) slow = std::min(slow, readSspHeader(answers[k]).second);
+    return slow;
+  }
+  // "rank 5" of the worker/server communicator becomes "rank 5 (rank 1's server)" (n = 4).
+  std::string roleNote(const std::string& what) const {
+    static const std::regex peer("rank (\\d+)");
+    std::string out;
+    auto last = what.cbegin();
+    for (std::sregex_iterator it(what.begin(), what.end(), peer), end; it != end; ++it) {
+      out.append(last, what.cbegin() + it->position() + it->length());
+      const int r = std::stoi((*it)[1]);
+      if (r >= n_ && r < 2 * n_) out += " (rank " + std::to_string(r - n_) + "'s server)";
+      last = what.cbegin() + it->position() + it->length();
+    }
+    out.append(last, what.cend());
+    return "ssp (rank " + std::to_string(rank_) + "): " + out;
+  }
+
+  // Who the servers wait for, as this rank's server sees it.
+  std::string slowestNote() const {
+    const auto c = server_->clocks();
+    const int64_t low = *std::min_element(c.begin(), c.end());
+    std::string all, slow;
+    for (int q = 0; q < n_; ++q) {
+      all += (q ? ", " : "") + std::to_string(c[q]);
+      if (c[q] == low) slow += (slow.empty() ? "" : ", ") + std::to_string(q);
+    }
+    return "; steps pushed by each rank, as rank " + std::to_string(rank_) + "'s server saw them: [" + all +
+           "]: waiting for rank(s) " + slow;
+  }
+
+  void takeShards() {
+    for (int k = 0; k < n_; ++k) shard(pulled_, k).copy_(recv_[k].narrow(0, kSspHeaderFloats, length(k)));
+    state_.unpack(pulled_);
+  }
+
+  template <class F>
+  void timed(const char* phase, F&& f) {
+    TraceScope span(trace_, phase, "comm", 1);
+    const auto t0 = Clock::now();
+    worker_->setPhase(phase);
+    torch::NoGradGuard no_grad;
+    f();
+    worker_->setPhase("push");
+    comm_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+
+
+  std::shared_ptr<nn::Model> model_;
+  SspOptions o_;
+  Trace* trace_;
+  std::shared_ptr<comm::Communicator> world_, worker_;
+  std::shared_ptr<SspServer> server_;
+  int n_ = 1, rank_ = 0;
+  FlatState state_;
+  std::vector<int64_t> offset_;       // shard k: [offset_[k], offset_[k + 1])
+  torch::Tensor pulled_, now_;
+  std::vector<torch::Tensor> send_, recv_, fence_recv_;
+  AllreduceHook plain_;  // no gradient ever goes through it (the trainer checkpoints its empty state)
+  bool loaded_ = false, finished_ = false;
+  int64_t clock_ = 0, staleness_ = 0, staleness_max_ = 0, staleness_sum_ = 0, pulls_ = 0, fences_ = 0;
+  double comm_s_ = 0;
+  std::vector<nlohmann::json> events_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> makeSspStrategy(const StrategyContext& ctx, const SspOptions& o) {
+  return std::make_unique<SspStrategy>(ctx, o);
+}
+
+}  // namespace lowcomm::parallel
