@@ -13,6 +13,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/net/auth.h"
@@ -398,6 +399,7 @@ Bytes RdzvClient::get(const std::string& key, std::chrono::milliseconds timeout)
     if (reply[0] == kOk) return Bytes(reply.begin() + 1, reply.end());
     if (Clock::now() >= deadline)
       throw TimeoutError("store: key '" + key + "' not set within " + std::to_string(timeout.count()) + " ms");
+    std::this_thread::yield();  // let a sibling thread take the connection
   }
 }
 

@@ -49,6 +49,11 @@ SspSnapshot SspServer::snapshot() const {
   return snap_;
 }
 
+int64_t SspServer::bufferBytes() const {
+  const int64_t shard = shard_.defined() ? shard_.numel() * 4 : 0;
+  return (4 + static_cast<int64_t>(round_.size())) * shard + 3 * kSspHeaderFloats * 4;  // shard, answer, message, snapshot
+}
+
 std::vector<int64_t> SspServer::clocks() const {
   std::lock_guard<std::mutex> lock(mu_);
   return clocks_;

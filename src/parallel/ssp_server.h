@@ -5,8 +5,8 @@
 // Messages, all point to point with tag kSspTag, every one prefixed by a 16-byte header
 // {kind, clock}:
 //   worker -> server: {push, c} + the worker's update of this shard (f32) after its c-th step;
-//                     {fence, c} and {final, c} carry a zero shard (a receive from any worker
-//                     has one size);
+//                     {fence, c} and {final, c} are as long, their payload unused (a receive
+//                     from any worker has one size);
 //   server -> worker: {push, slowest clock} + the shard (the answer to a push), {fence, slowest}
 //                     alone, {final, slowest} + the final shard.
 // A push is answered once every worker has pushed at least c - staleness steps (staleness < 0:
@@ -43,7 +43,7 @@ struct SspSnapshot {
 // until its receive fails or times out.
 class SspServer : public std::enable_shared_from_this<SspServer> {
  public:
-  // `comm` is the server rank (n + k) of a 2n communicator; `shard` the initial values.
+  // `comm` is the server rank (n + k) of a 2n communicator; load() gives the initial values.
   SspServer(std::shared_ptr<comm::Communicator> comm, int workers, int64_t staleness);
 
   // Before start(): the shard's values and every worker's clock (a resume or a fresh run).
@@ -51,6 +51,8 @@ class SspServer : public std::enable_shared_from_this<SspServer> {
   void start();
   // The state at the last fence, or the final state once the thread ended.
   SspSnapshot snapshot() const;
+  // Bytes of the shard, its answer, receive and snapshot buffers (and a round with staleness 0).
+  int64_t bufferBytes() const;
   // Every worker's clock as this server last saw it (any thread).
   std::vector<int64_t> clocks() const;
   // The server thread's failure, rethrown on the caller (nothing if it runs or ended well).

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/parallel/ssp.h"
@@ -27,11 +28,17 @@ class SspStrategy : public Strategy {
       : model_(ctx.model), o_(o), trace_(ctx.trace), state_(*ctx.model) {
     validateSspOptions(o_);
     world_ = ctx.world->split(0, ctx.world->rank());
-    n_ = world_->size(), rank_ = world_->rank();
+    n_ = world_->size();
+    rank_ = world_->rank();
     broadcastModel(*world_, *model_);
     auto [worker, server] = world_->splitRoles();
     worker_ = worker;
     worker_->setPhase("push");
+    // A server waits for pushes with no deadline: between two pushes may lie a whole evaluation
+    // or checkpoint. Stuck peers are the workers' to detect (their exchanges and waits time out).
+    auto idle = server->options();
+    idle.timeout = std::chrono::hours(24 * 30);
+    server->setOptions(idle);
     server_ = std::make_shared<SspServer>(server, n_, o_.staleness);
     const int64_t total = state_.numel();
     for (int k = 0; k <= n_; ++k) offset_.push_back(total * k / n_);
@@ -65,7 +72,10 @@ class SspStrategy : public Strategy {
       const int64_t slow = roundTrip(SspKind::push, recv_);
       takeShards();
       const int64_t stale = clock_ - slow;
-      staleness_ = stale, staleness_max_ = std::max(staleness_max_, stale), staleness_sum_ += stale, ++pulls_;
+      staleness_ = stale;
+      staleness_max_ = std::max(staleness_max_, stale);
+      staleness_sum_ += stale;
+      ++pulls_;
     });
   }
 
@@ -75,6 +85,7 @@ class SspStrategy : public Strategy {
     ensureStarted(step);
     if (finished_) return false;
     timed("final-pull", [&] {
+      waitForAll();
       roundTrip(SspKind::final, recv_);
       takeShards();
       server_->join();
@@ -87,7 +98,11 @@ class SspStrategy : public Strategy {
   std::function<void(torch::serialize::OutputArchive&)> stateWriter() override {
     return [this](torch::serialize::OutputArchive& ar) {
       ensureStarted(clock_);
-      if (!finished_) timed("fence", [&] { roundTrip(SspKind::fence, fence_recv_); ++fences_; });
+      if (!finished_) timed("fence", [&] {
+          waitForAll();
+          roundTrip(SspKind::fence, fence_recv_);
+          ++fences_;
+        });
       const auto snap = server_->snapshot();
       ar.write("shard", snap.shard);
       ar.write("clocks", torch::tensor(snap.clocks, torch::kInt64));
@@ -110,7 +125,11 @@ class SspStrategy : public Strategy {
       clock_ = cs[rank_];
       const auto s = stats.contiguous();
       const int64_t* v = s.data_ptr<int64_t>();
-      staleness_ = v[0], staleness_max_ = v[1], staleness_sum_ = v[2], pulls_ = v[3], fences_ = v[4];
+      staleness_ = v[0];
+      staleness_max_ = v[1];
+      staleness_sum_ = v[2];
+      pulls_ = v[3];
+      fences_ = v[4];
       loaded_ = true;
     };
   }
@@ -125,7 +144,7 @@ class SspStrategy : public Strategy {
   int64_t bufferBytes() const override {
     int64_t b = 2 * pulled_.numel() * 4;  // the pulled weights and the update
     for (int k = 0; k < n_; ++k) b += (send_[k].numel() + recv_[k].numel()) * 4;
-    return b + 2 * length(rank_) * 4;  // the server's shard and its answer
+    return b + server_->bufferBytes();
   }
   nlohmann::json stepFields() const override { return {{"staleness", staleness_}, {"clock", clock_}}; }
   nlohmann::json summary() const override {
@@ -154,6 +173,29 @@ class SspStrategy : public Strategy {
     server_->start();
   }
 
+  // Before a fence or the final pull: until every rank has pushed as many steps as this one (this
+  // rank's server sees every push). A rank that stops making progress for comm.timeout_s is an
+  // error naming it; a slow one that keeps pushing is waited for, however long it takes.
+  void waitForAll() {
+    const auto timeout = worker_->options().timeout;
+    auto deadline = Clock::now() + timeout;
+    for (int64_t last = -1;;) {
+      server_->rethrowFailure();
+      const auto c = server_->clocks();
+      const int64_t low = *std::min_element(c.begin(), c.end());
+      if (low >= clock_) return;
+      if (low > last) {
+        last = low;
+        deadline = Clock::now() + timeout;
+      }
+      if (Clock::now() > deadline)
+        throw TimeoutError("ssp (rank " + std::to_string(rank_) + "): no rank behind step " + std::to_string(clock_) +
+                           " pushed a step for " + std::to_string(timeout.count()) + " ms (dead or stuck?)" +
+                           slowestNote());
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
   // Posts one message to every server and receives every answer; returns the slowest clock any
   // answer reported. Errors name which rank's worker or server failed.
   int64_t roundTrip(SspKind kind, std::vector<torch::Tensor>& answers) {
@@ -167,9 +209,9 @@ class SspStrategy : public Strategy {
     try {
       worker_->exchange(sends, recvs, kSspTag);
     } catch (const TimeoutError& e) {  // more telling than this rank's server failing too
-      throw TimeoutError(roleNote(e.what()) + slowestNote());
+      throw TimeoutError(roleNote(e.what()) + slowestNote() + serverNote());
     } catch (const PeerError& e) {
-      throw PeerError(e.rank() >= n_ ? e.rank() - n_ : e.rank(), roleNote(e.what()));
+      throw PeerError(e.rank() >= n_ ? e.rank() - n_ : e.rank(), roleNote(e.what()) + serverNote());
     }
     int64_t slow = clock_;
     for (int k = 0; k < n_; ++k) slow = std::min(slow, readSspHeader(answers[k]).second);
@@ -188,6 +230,15 @@ class SspStrategy : public Strategy {
     }
     out.append(last, what.cend());
     return "ssp (rank " + std::to_string(rank_) + "): " + out;
+  }
+
+  std::string serverNote() const {
+    try {
+      server_->rethrowFailure();
+    } catch (const std::exception& e) {
+      return "; this rank's server failed first: " + roleNote(e.what());
+    }
+    return "";
   }
 
   // Who the servers wait for, as this rank's server sees it.

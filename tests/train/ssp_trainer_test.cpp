@@ -91,8 +91,11 @@ TEST_P(SspSlowRank, OthersRunAheadWithinTheBound) {
   } else {
     EXPECT_GT(seen, 2);
   }
-  for (const auto& rec : test::jsonlRecords(d.path / "run/metrics.jsonl", "step"))
-    if (bound >= 0) EXPECT_LE(rec["staleness"].get<int64_t>(), bound);
+  for (const auto& rec : test::jsonlRecords(d.path / "run/metrics.jsonl", "step")) {
+    if (bound >= 0) {
+      EXPECT_LE(rec["staleness"].get<int64_t>(), bound);
+    }
+  }
   const auto last = paramsAt(d.path / "run", 14, 0, c);
   for (int r = 1; r < 4; ++r) EXPECT_TRUE(test::sameTensors(last, paramsAt(d.path / "run", 14, r, c))) << r;
 }

@@ -12,20 +12,27 @@
 //   servers'). A server adds update / n to its shard as it arrives (with staleness 0 a round at a
 //   time in rank order, so the run is deterministic) and answers the pull of a worker that has
 //   pushed c steps once every worker has pushed at least c − s. No worker runs more than s steps
-//   ahead of the slowest, and none waits for it otherwise.
+//   ahead of the slowest, and between steps none waits for it otherwise (evaluations, fences and
+//   the final pull are points where all meet).
 // - The staleness a pull observed, c minus the slowest worker's clock when it was answered (max
 //   over the shards), is in every step record ("staleness") and the summary (max and mean).
-// - Staleness 0 with SGD is DDP up to rounding when the optimizer's update is linear in the
-//   gradient (no momentum): the mean of the updates −lr·g_r is −lr·mean(g). Momentum and Adam
-//   moments stay per worker (each steps on its own gradients, as in a parameter server).
+// - Staleness 0 is local SGD with period 1 up to rounding (every rank keeps its own optimizer
+//   state, as in a parameter server), and so DDP's result when the optimizer's update is linear in
+//   the gradient (SGD, with momentum and weight decay): the mean of the updates is the update of
+//   the mean gradient. tests/cli/ssp_e2e.sh: within 1e-6 of both (1.2e-7 measured).
 // - A checkpoint is a fence: every worker's state writer waits until all workers reached it, the
 //   servers snapshot their shards and clocks, and each rank's checkpoint holds its server's shard
 //   and clocks beside its own weights, so a resume continues from the same state (bit for bit
 //   with staleness 0, where timing cannot change the result).
+// - Evaluations during training run each rank's own weights (pulled at most s steps stale) on its
+//   shard of the test set.
 // - At the end every worker pulls the final shards once all are done (phase "final-pull"): every
 //   rank holds the same model.
-// - A dead rank: the others' next push or pull, or a server's receive, fails or times out within
-//   comm.timeout_s; the error names the rank (its worker r or server n + r).
+// - A dead rank: the others' next push or pull fails or times out within comm.timeout_s, or their
+//   wait before a fence or the final pull sees no progress for that long; the error names the
+//   rank (its worker r or its server, rank n + r of the worker/server communicator). Servers
+//   wait for pushes without a deadline (a gap between pushes may be an evaluation).
+// - After a failure the server thread is let go (detached); it ends when its connections close.
 #pragma once
 
 #include <cstdint>
