@@ -81,7 +81,7 @@ class SspStrategy : public Strategy {
       now_.sub_(pulled_);
       stage(SspKind::push, now_);
       exchange(recv_);
-      takeShards(/*keep_local=*/false);
+      countStaleness(takeShards(/*keep_local=*/false));
     });
   }
 
@@ -242,7 +242,7 @@ class SspStrategy : public Strategy {
     if (!inflight_) return;
     inflight_ = false;
     trip_.wait();
-    takeShards(/*keep_local=*/true);
+    countStaleness(takeShards(/*keep_local=*/true));
   }
 
   // "rank 5" of the worker/server communicator becomes "rank 5 (rank 1's server)" (n = 4).
@@ -283,8 +283,8 @@ class SspStrategy : public Strategy {
   }
 
   // The answers into the weights; keep_local: plus this rank's own change since its push
-  // (weights − pulled_). pulled_ becomes the answers. Counts the staleness the answers show.
-  void takeShards(bool keep_local) {
+  // (weights − pulled_). pulled_ becomes the answers. Returns the slowest clock they report.
+  int64_t takeShards(bool keep_local) {
     int64_t slow = clock_;
     for (int k = 0; k < n_; ++k) slow = std::min(slow, readSspHeader(recv_[k]).second);
     if (keep_local) {
@@ -294,6 +294,11 @@ class SspStrategy : public Strategy {
     for (int k = 0; k < n_; ++k) shard(pulled_, k).copy_(recv_[k].narrow(0, kSspHeaderFloats, length(k)));
     if (keep_local) now_.add_(pulled_);
     state_.unpack(keep_local ? now_ : pulled_);
+    return slow;
+  }
+
+  // The staleness a pull's answers showed (steps pushed minus the slowest clock).
+  void countStaleness(int64_t slow) {
     const int64_t stale = clock_ - slow;
     staleness_ = stale;
     staleness_max_ = std::max(staleness_max_, stale);
