@@ -21,8 +21,8 @@ std::pair<SspKind, int64_t> readSspHeader(const torch::Tensor& msg) {
   return {static_cast<SspKind>(h[0]), h[1]};
 }
 
-SspServer::SspServer(std::shared_ptr<comm::Communicator> comm, int workers, int64_t staleness)
-    : comm_(std::move(comm)), n_(workers), staleness_(staleness), clocks_(workers, 0), waiting_(workers, false),
+SspServer::SspServer(std::shared_ptr<comm::Communicator> comm, int workers, int64_t staleness, int64_t lag)
+    : comm_(std::move(comm)), n_(workers), staleness_(staleness), lag_(lag), clocks_(workers, 0), waiting_(workers, false),
       fenced_(workers, false), final_(workers, false) {}
 
 void SspServer::load(const torch::Tensor& shard, const std::vector<int64_t>& clocks) {
@@ -132,7 +132,7 @@ void SspServer::onPush(int worker, const torch::Tensor& msg, int64_t clock) {
 void SspServer::answerPushes() {
   const int64_t slow = slowest();
   for (int q = 0; q < n_; ++q) {
-    if (!waiting_[q] || (staleness_ >= 0 && slow < clocks_[q] - staleness_)) continue;
+    if (!waiting_[q] || (staleness_ >= 0 && slow < clocks_[q] - staleness_ + lag_)) continue;
     writeSspHeader(reply_, SspKind::push, slow);
     reply_.narrow(0, kSspHeaderFloats, shard_.numel()).copy_(shard_);
     comm_->send(reply_.data_ptr(), static_cast<size_t>(reply_.numel()) * 4, q, kSspTag);

@@ -44,7 +44,9 @@ struct SspSnapshot {
 class SspServer : public std::enable_shared_from_this<SspServer> {
  public:
   // `comm` is the server rank (n + k) of a 2n communicator; load() gives the initial values.
-  SspServer(std::shared_ptr<comm::Communicator> comm, int workers, int64_t staleness);
+  // `lag` 1: workers take one more step before they use an answer (push and pull overlapped with
+  // compute), so a push of clock c is answered once every worker has pushed c − staleness + 1.
+  SspServer(std::shared_ptr<comm::Communicator> comm, int workers, int64_t staleness, int64_t lag = 0);
 
   // Before start(): the shard's values and every worker's clock (a resume or a fresh run).
   void load(const torch::Tensor& shard, const std::vector<int64_t>& clocks);
@@ -72,7 +74,7 @@ class SspServer : public std::enable_shared_from_this<SspServer> {
 
   std::shared_ptr<comm::Communicator> comm_;
   int n_;
-  int64_t staleness_;
+  int64_t staleness_, lag_;
   torch::Tensor shard_, reply_, fence_reply_;
   std::vector<torch::Tensor> round_;  // staleness 0: the updates of the current round, by worker
   int arrived_ = 0;

@@ -7,6 +7,7 @@
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/parallel/ssp.h"
+#include "comm_thread.h"
 #include "flat_state.h"
 #include "ssp_server.h"
 
@@ -39,7 +40,7 @@ class SspStrategy : public Strategy {
     auto idle = server->options();
     idle.timeout = std::chrono::hours(24 * 30);
     server->setOptions(idle);
-    server_ = std::make_shared<SspServer>(server, n_, o_.staleness);
+    server_ = std::make_shared<SspServer>(server, n_, o_.staleness, overlap() ? 1 : 0);
     const int64_t total = state_.numel();
     for (int k = 0; k <= n_; ++k) offset_.push_back(total * k / n_);
     pulled_ = torch::zeros({total}, torch::kFloat32);
@@ -66,16 +67,21 @@ class SspStrategy : public Strategy {
   void afterOptimizerStep(int64_t step) override {
     clock_ = step + 1;
     timed("push", [&] {
+      if (overlap()) {
+        finishTrip();  // the previous push's answer, merged under this step's own update
+        state_.pack(now_);
+        now_.sub_(pulled_);  // this step's update (pulled_ is the reference pushes are relative to)
+        stage(SspKind::push, now_);
+        state_.pack(pulled_);  // later updates are relative to the weights now
+        trip_.submit([this] { exchange(recv_); });
+        inflight_ = true;
+        return;
+      }
       state_.pack(now_);
       now_.sub_(pulled_);
-      for (int k = 0; k < n_; ++k) send_[k].narrow(0, kSspHeaderFloats, length(k)).copy_(shard(now_, k));
-      const int64_t slow = roundTrip(SspKind::push, recv_);
-      takeShards();
-      const int64_t stale = clock_ - slow;
-      staleness_ = stale;
-      staleness_max_ = std::max(staleness_max_, stale);
-      staleness_sum_ += stale;
-      ++pulls_;
+      stage(SspKind::push, now_);
+      exchange(recv_);
+      countStaleness(takeShards(/*keep_local=*/false));
     });
   }
 
@@ -85,9 +91,11 @@ class SspStrategy : public Strategy {
     ensureStarted(step);
     if (finished_) return false;
     timed("final-pull", [&] {
+      finishTrip();
       waitForAll();
-      roundTrip(SspKind::final, recv_);
-      takeShards();
+      stage(SspKind::final, now_);
+      exchange(recv_);
+      takeShards(/*keep_local=*/false);
       server_->join();
     });
     finished_ = true;
@@ -99,8 +107,10 @@ class SspStrategy : public Strategy {
     return [this](torch::serialize::OutputArchive& ar) {
       ensureStarted(clock_);
       if (!finished_) timed("fence", [&] {
+          finishTrip();
           waitForAll();
-          roundTrip(SspKind::fence, fence_recv_);
+          stage(SspKind::fence, now_);
+          exchange(fence_recv_);
           ++fences_;
         });
       const auto snap = server_->snapshot();
@@ -196,13 +206,20 @@ class SspStrategy : public Strategy {
     }
   }
 
-  // Posts one message to every server and receives every answer; returns the slowest clock any
-  // answer reported. Errors name which rank's worker or server failed.
-  int64_t roundTrip(SspKind kind, std::vector<torch::Tensor>& answers) {
+  // Push `update` (its payload unused for a fence or final) with this kind and clock to every server.
+  void stage(SspKind kind, const torch::Tensor& update) {
+    for (int k = 0; k < n_; ++k) {
+      writeSspHeader(send_[k], kind, clock_);
+      send_[k].narrow(0, kSspHeaderFloats, length(k)).copy_(shard(update, k));
+    }
+  }
+
+  // Sends the staged messages to every server and receives every answer (on this thread or the
+  // trip thread). Errors name which rank's worker or server failed.
+  void exchange(std::vector<torch::Tensor>& answers) {
     server_->rethrowFailure();
     std::vector<comm::Communicator::P2P> sends, recvs;
     for (int k = 0; k < n_; ++k) {
-      writeSspHeader(send_[k], kind, clock_);
       sends.push_back({n_ + k, send_[k].data_ptr(), static_cast<size_t>(send_[k].numel()) * 4});
       recvs.push_back({n_ + k, answers[k].data_ptr(), static_cast<size_t>(answers[k].numel()) * 4});
     }
@@ -213,10 +230,21 @@ class SspStrategy : public Strategy {
     } catch (const PeerError& e) {
       throw PeerError(e.rank() >= n_ ? e.rank() - n_ : e.rank(), roleNote(e.what()) + serverNote());
     }
-    int64_t slow = clock_;
-    for (int k = 0; k < n_; ++k) slow = std::min(slow, readSspHeader(answers[k]).second);
-    return slow;
   }
+
+  // With a bound of at least 1 (or none) the push and pull of step t run while step t + 1
+  // computes; the servers then answer one step earlier (ssp_server.h: lag).
+  bool overlap() const { return o_.overlap && o_.staleness != 0; }
+
+  // Waits for the push in flight and merges its answer: weights = pulled + what this rank did
+  // since it pushed.
+  void finishTrip() {
+    if (!inflight_) return;
+    inflight_ = false;
+    trip_.wait();
+    countStaleness(takeShards(/*keep_local=*/true));
+  }
+
   // "rank 5" of the worker/server communicator becomes "rank 5 (rank 1's server)" (n = 4).
   std::string roleNote(const std::string& what) const {
     static const std::regex peer("rank (\\d+)");
@@ -254,9 +282,28 @@ class SspStrategy : public Strategy {
            "]: waiting for rank(s) " + slow;
   }
 
-  void takeShards() {
+  // The answers into the weights; keep_local: plus this rank's own change since its push
+  // (weights − pulled_). pulled_ becomes the answers. Returns the slowest clock they report.
+  int64_t takeShards(bool keep_local) {
+    int64_t slow = clock_;
+    for (int k = 0; k < n_; ++k) slow = std::min(slow, readSspHeader(recv_[k]).second);
+    if (keep_local) {
+      state_.pack(now_);
+      now_.sub_(pulled_);
+    }
     for (int k = 0; k < n_; ++k) shard(pulled_, k).copy_(recv_[k].narrow(0, kSspHeaderFloats, length(k)));
-    state_.unpack(pulled_);
+    if (keep_local) now_.add_(pulled_);
+    state_.unpack(keep_local ? now_ : pulled_);
+    return slow;
+  }
+
+  // The staleness a pull's answers showed (steps pushed minus the slowest clock).
+  void countStaleness(int64_t slow) {
+    const int64_t stale = clock_ - slow;
+    staleness_ = stale;
+    staleness_max_ = std::max(staleness_max_, stale);
+    staleness_sum_ += stale;
+    ++pulls_;
   }
 
   template <class F>
@@ -281,6 +328,8 @@ class SspStrategy : public Strategy {
   std::vector<int64_t> offset_;       // shard k: [offset_[k], offset_[k + 1])
   torch::Tensor pulled_, now_;
   std::vector<torch::Tensor> send_, recv_, fence_recv_;
+  CommThread trip_;  // the push and pull in flight while the next step computes
+  bool inflight_ = false;
   AllreduceHook plain_;  // no gradient ever goes through it (the trainer checkpoints its empty state)
   bool loaded_ = false, finished_ = false;
   int64_t clock_ = 0, staleness_ = 0, staleness_max_ = 0, staleness_sum_ = 0, pulls_ = 0, fences_ = 0;

@@ -212,6 +212,7 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("gossip.period", gossip.period, int64_t),
       LC_FIELD("gossip.consensus_every", gossip.consensus_every, int64_t),
       LC_FIELD("ssp.staleness", ssp.staleness, int64_t),
+      LC_FIELD("ssp.overlap", ssp.overlap, bool),
       LC_FIELD("fault.slow_rank", fault.slow_rank, int64_t),
       LC_FIELD("fault.slow_factor", fault.slow_factor, double),
       LC_FIELD("compress.codec", compress.codec, std::string),

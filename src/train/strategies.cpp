@@ -99,7 +99,7 @@ const std::map<std::string, Entry>& registry() {
                   [](const TrainConfig& c) { return "gossip/" + c.gossip.topology + "/" + std::to_string(c.gossip.period); }}},
       // The servers' shards and clocks fit any staleness bound.
       {"ssp", {[](const TrainConfig& c, const parallel::StrategyContext& ctx,
-                  int64_t) { return parallel::makeSspStrategy(ctx, {c.ssp.staleness}); },
+                  int64_t) { return parallel::makeSspStrategy(ctx, {c.ssp.staleness, c.ssp.overlap}); },
                [](const TrainConfig&) { return std::string("ssp"); }}},
   };
   return r;

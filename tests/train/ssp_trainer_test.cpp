@@ -1,7 +1,7 @@
 // Stale-synchronous parallel through the trainer, four ranks as threads (each with its server
 // thread): staleness 0 keeps every rank on the same weights, a resume mid-run continues bit for bit, a slowed rank
-// lets the others run ahead only as far as the bound (and further when asynchronous), every rank
-// ends with the same model, and a bad staleness names its key.
+// lets the others run ahead only as far as the bound (and further when asynchronous), with and without
+// the push and pull overlapped, every rank ends with the same model, and a bad staleness names its key.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -73,15 +73,17 @@ TEST(SspTrainer, ResumeFromAFenceContinuesExactly) {
           << "rank " << r << " step " << step;
 }
 
-class SspSlowRank : public ::testing::TestWithParam<int> {};
+class SspSlowRank : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 // Rank 1 sleeps 19x its compute every step: the others run ahead, within the bound when there is
-// one; at the end every rank holds the same model.
+// one (with the push and pull overlapped with the next step or not); at the end every rank holds
+// the same model.
 TEST_P(SspSlowRank, OthersRunAheadWithinTheBound) {
-  const int bound = GetParam();
+  const auto [bound, overlap] = GetParam();
   test::TempDir d;
   const auto c = sspRun(d.path / "run", {"ssp.staleness=" + std::to_string(bound), "fault.slow_rank=1",
-                                         "fault.slow_factor=20", "checkpoint.every_steps=0"});
+                                         "fault.slow_factor=20", "checkpoint.every_steps=0",
+                                         std::string("ssp.overlap=") + (overlap ? "true" : "false")});
   const auto s = test::trainOnThreads(4, c, {});
   SCOPED_TRACE(s.dump());
   const int64_t seen = s["ssp"]["staleness_max"];
@@ -100,7 +102,30 @@ TEST_P(SspSlowRank, OthersRunAheadWithinTheBound) {
   for (int r = 1; r < 4; ++r) EXPECT_TRUE(test::sameTensors(last, paramsAt(d.path / "run", 14, r, c))) << r;
 }
 
-INSTANTIATE_TEST_SUITE_P(Bounds, SspSlowRank, ::testing::Values(2, -1));
+INSTANTIATE_TEST_SUITE_P(Bounds, SspSlowRank,
+                         ::testing::Values(std::make_tuple(2, true), std::make_tuple(2, false),
+                                           std::make_tuple(1, true), std::make_tuple(-1, true)));
+
+// Overlapped pushes and checkpoint fences: a run with a bound of 1 checkpoints at 6 and 12 and a
+// resume from 6 finishes with every rank on one model, within the bound.
+TEST(SspTrainer, OverlappedRunResumesFromAFence) {
+  test::TempDir d;
+  const std::vector<std::string> extra = {"ssp.staleness=1", "fault.slow_rank=2", "fault.slow_factor=5"};
+  const auto a = sspRun(d.path / "a", extra);
+  const auto sa = test::trainOnThreads(4, a, {});
+  EXPECT_EQ(sa["ssp"]["fences"], 2);
+  EXPECT_LE(sa["ssp"]["staleness_max"].get<int64_t>(), 1);
+  const auto b = sspRun(d.path / "b", extra);
+  test::copyCheckpoints(d.path / "a", d.path / "b", 6, 4);
+  TrainOptions resume;
+  resume.resume = true;
+  const auto sb = test::trainOnThreads(4, b, resume);
+  SCOPED_TRACE(sb.dump());
+  EXPECT_EQ(sb["ssp"]["pulls"], 14);
+  EXPECT_LE(sb["ssp"]["staleness_max"].get<int64_t>(), 1);
+  const auto last = paramsAt(d.path / "b", 14, 0, b);
+  for (int r = 1; r < 4; ++r) EXPECT_TRUE(test::sameTensors(last, paramsAt(d.path / "b", 14, r, b))) << r;
+}
 
 TEST(SspTrainer, BadStalenessNamesTheKey) {
   EXPECT_NE(test::configErrorOf({"strategy.name=ssp", "ssp.staleness=-2"}).find("ssp.staleness"), std::string::npos);

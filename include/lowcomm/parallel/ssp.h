@@ -14,6 +14,12 @@
 //   pushed c steps once every worker has pushed at least c − s. No worker runs more than s steps
 //   ahead of the slowest, and between steps none waits for it otherwise (evaluations, fences and
 //   the final pull are points where all meet).
+// - Overlap (`ssp.overlap`, default on, any bound but 0): the push and pull after step t run on
+//   a communication thread while step t + 1 computes. The answer is merged when step t + 1 has
+//   stepped its optimizer: weights = answer + this rank's own change since the push. A rank
+//   then uses an answer one step later, so servers answer a push of clock c once every worker
+//   has pushed c − s + 1: the bound s still holds for the weights a step computes with. With
+//   staleness 0 (a round at a time, deterministic) nothing overlaps.
 // - The staleness a pull observed, c minus the slowest worker's clock when it was answered (max
 //   over the shards), is in every step record ("staleness") and the summary (max and mean).
 // - Staleness 0 is local SGD with period 1 up to rounding (every rank keeps its own optimizer
@@ -44,6 +50,7 @@ namespace lowcomm::parallel {
 
 struct SspOptions {
   int64_t staleness = 2;  // steps a worker may run ahead of the slowest; -1 = unbounded (asynchronous)
+  bool overlap = true;    // staleness != 0: push and pull step t while step t + 1 computes
 };
 
 // Throws ConfigError naming `ssp.staleness`.
