@@ -3,6 +3,7 @@
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/parallel/diloco.h"
+#include "timed_comm.h"
 
 namespace lowcomm::parallel {
 
@@ -15,7 +16,6 @@ void validateDilocoOptions(const DilocoOptions& o) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 class DilocoStrategy : public Strategy {
  public:
@@ -112,20 +112,19 @@ class DilocoStrategy : public Strategy {
   // Δ_r = θ − θ_r through the hook (average over the ranks), then the outer SGD step; every rank
   // computes the same θ from the same averaged Δ.
   void outerStep() {
-    TraceScope span(trace_, "outer-step", "comm", 1);
-    const auto t0 = Clock::now();
+    CommTimer timer(trace_, "outer-step", outer_s_);
     torch::NoGradGuard no_grad;
     const auto params = model_->parameters();
     for (size_t i = 0; i < params.size(); ++i)
       bucket_.flat.narrow(0, bucket_.offsets[i], params[i].numel()).copy_((anchor_[i] - params[i]).reshape({-1}));
-    const std::string saved = comm_->phase();
-    comm_->setPhase("outer");
-    hook_->run(*comm_, bucket_);
-    std::vector<torch::Tensor> buffers;
-    for (auto& b : model_->buffers())
-      if (b.scalar_type() == torch::kFloat32) buffers.push_back(b);
-    reduceTensors(*comm_, buffers, comm::ReduceOp::avg);
-    comm_->setPhase(saved);
+    {
+      PhaseGuard phase(*comm_, "outer");
+      hook_->run(*comm_, bucket_);
+      std::vector<torch::Tensor> buffers;
+      for (auto& b : model_->buffers())
+        if (b.scalar_type() == torch::kFloat32) buffers.push_back(b);
+      reduceTensors(*comm_, buffers, comm::ReduceOp::avg);
+    }
     const double mu = o_.outer_momentum;
     for (size_t i = 0; i < params.size(); ++i) {
       const auto delta = bucket_.flat.narrow(0, bucket_.offsets[i], params[i].numel()).view(params[i].sizes());
@@ -135,7 +134,6 @@ class DilocoStrategy : public Strategy {
       params[i].copy_(anchor_[i]);
     }
     ++outer_steps_;
-    outer_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
   }
 
   std::shared_ptr<nn::Model> model_;

@@ -4,6 +4,7 @@
 
 #include "lowcomm/base/error.h"
 #include "flat_state.h"
+#include "timed_comm.h"
 #include "lowcomm/parallel/gossip.h"
 
 namespace lowcomm::parallel {
@@ -19,7 +20,6 @@ void validateGossipOptions(const GossipOptions& o, int world) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 class GossipStrategy : public Strategy {
  public:
@@ -94,14 +94,7 @@ class GossipStrategy : public Strategy {
  private:
   template <class F>
   void timed(const char* phase, F&& f) {
-    TraceScope span(trace_, phase, "comm", 1);
-    const auto t0 = Clock::now();
-    const std::string saved = comm_->phase();
-    comm_->setPhase(phase);
-    torch::NoGradGuard no_grad;
-    f();
-    comm_->setPhase(saved);
-    comm_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+    timedComm(*comm_, trace_, phase, comm_s_, std::forward<F>(f));
   }
 
 

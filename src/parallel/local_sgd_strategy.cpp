@@ -4,6 +4,7 @@
 #include "lowcomm/base/error.h"
 #include "lowcomm/parallel/local_sgd.h"
 #include "lowcomm/parallel/optim_state.h"
+#include "timed_comm.h"
 
 namespace lowcomm::parallel {
 
@@ -14,7 +15,6 @@ void validateLocalSgdOptions(const LocalSgdOptions& o) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 class LocalSgdStrategy : public Strategy {
  public:
@@ -125,21 +125,16 @@ class LocalSgdStrategy : public Strategy {
   // allreduce on several nodes is itself hierarchical (shared memory inside a node, one exchange
   // between the nodes), so the inter-node bytes are those of one rank per node.
   void average() {
-    TraceScope span(trace_, "average", "comm", 1);
-    const auto t0 = Clock::now();
+    CommTimer timer(trace_, "average", average_s_);
     std::vector<torch::Tensor> ts;
     for (auto& p : model_->parameters()) ts.push_back(p.detach());
     for (auto& b : model_->buffers())
       if (b.scalar_type() == torch::kFloat32) ts.push_back(b);
     if (o_.average_optimizer)
       for (auto& m : momentTensors(*opt_)) ts.push_back(m);
-    auto& comm = *world_;
-    const std::string saved = comm.phase();
-    comm.setPhase("average");
-    reduceTensors(comm, ts, comm::ReduceOp::avg);
-    comm.setPhase(saved);
+    PhaseGuard phase(*world_, "average");
+    reduceTensors(*world_, ts, comm::ReduceOp::avg);
     ++averages_;
-    average_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
   }
 
   std::shared_ptr<nn::Model> model_;

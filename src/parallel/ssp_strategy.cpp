@@ -10,6 +10,7 @@
 #include "comm_thread.h"
 #include "flat_state.h"
 #include "ssp_server.h"
+#include "timed_comm.h"
 
 namespace lowcomm::parallel {
 
@@ -306,15 +307,15 @@ class SspStrategy : public Strategy {
     ++pulls_;
   }
 
+  // The trip thread reads the worker's traffic phase, so the push in flight is finished before a
+  // fence or the final pull changes it (a push leaves it as it is: "push").
   template <class F>
   void timed(const char* phase, F&& f) {
-    TraceScope span(trace_, phase, "comm", 1);
-    const auto t0 = Clock::now();
-    worker_->setPhase(phase);
+    CommTimer timer(trace_, phase, comm_s_);
     torch::NoGradGuard no_grad;
+    finishTrip();
+    PhaseGuard guard(*worker_, phase);
     f();
-    worker_->setPhase("push");
-    comm_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
   }
 
 
