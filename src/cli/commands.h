@@ -5,4 +5,5 @@ namespace lowcomm::cli {
 int cmdLaunch(int argc, char** argv);
 int cmdBench(int argc, char** argv);
 int cmdTrain(int argc, char** argv);
+int cmdSimulate(int argc, char** argv);
 }  // namespace lowcomm::cli

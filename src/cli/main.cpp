@@ -16,6 +16,7 @@ void usage() {
                "  launch   start N local worker processes (torchrun-style)\n"
                "  train    data-parallel training: `lowcomm train --config configs/fmnist_cnn_ddp.toml`\n"
                "  bench    benchmarks: `lowcomm bench collectives --help`\n"
+               "  simulate the same algorithms on a simulated cluster (SimGrid): `lowcomm simulate collectives --help`\n"
                "run `lowcomm <command> --help` for its options\n";
 }
 }  // namespace
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
     if (cmd == "launch") return lowcomm::cli::cmdLaunch(argc - 1, argv + 1);
     if (cmd == "bench") return lowcomm::cli::cmdBench(argc - 1, argv + 1);
     if (cmd == "train") return lowcomm::cli::cmdTrain(argc - 1, argv + 1);
+    if (cmd == "simulate") return lowcomm::cli::cmdSimulate(argc - 1, argv + 1);
   } catch (const lowcomm::ConfigError& e) {
     std::cerr << "lowcomm " << cmd << ": error: " << e.what() << "\n";
     return 2;

@@ -71,7 +71,7 @@ ShmDomain* Communicator::shmDomain() {
   if (!shm_ && all_local_) {
     auto vote = [this](bool ok) {  // over TCP, whatever the options say
       int32_t v = ok ? 1 : 0;
-      Exchange ex(*link_, *meter_, "setup", phase_, opts_.timeout, link_->nextSeq());
+      GlooExchange ex(*link_, *meter_, "setup", phase_, opts_.timeout, link_->nextSeq());
       allreduceHalvingDoubling(ex, Group::world(rank_, size_), reinterpret_cast<char*>(&v), 1, DType::i32,
                                ReduceOp::min, 0, link_->scratch());
       return v == 1;
@@ -107,7 +107,7 @@ void Communicator::checkFingerprint(const char* op, size_t count, DType dt, int 
   std::vector<Fingerprint> all(size_);
   all[rank_] = mine;
   {
-    Exchange ex(*link_, *meter_, "fingerprint", phase_, opts_.timeout, link_->nextSeq());
+    GlooExchange ex(*link_, *meter_, "fingerprint", phase_, opts_.timeout, link_->nextSeq());
     std::vector<size_t> off(size_ + 1);
     for (int i = 0; i <= size_; ++i) off[i] = i * sizeof(Fingerprint);
     ringAllgather(ex, Group::world(rank_, size_), reinterpret_cast<char*>(all.data()), off, 4096, 0);
@@ -138,7 +138,7 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
   // messages of different sizes.
   checkFingerprint("allreduce", count, dt, static_cast<int>(op) | static_cast<int>(a) << 8);
   if (size_ == 1 || count == 0) return;
-  Exchange ex(*link_, *meter_, "allreduce", phase_, opts_.timeout, link_->nextSeq());
+  GlooExchange ex(*link_, *meter_, "allreduce", phase_, opts_.timeout, link_->nextSeq());
   const Group g = Group::world(rank_, size_);
   char* p = static_cast<char*>(buf);
   switch (a) {
@@ -166,7 +166,7 @@ void Communicator::broadcast(void* buf, size_t count, DType dt, int root) {
                       std::to_string(size_) + ")");
   checkFingerprint("broadcast", count, dt, root);
   if (size_ == 1 || count == 0) return;
-  Exchange ex(*link_, *meter_, "broadcast", phase_, opts_.timeout, link_->nextSeq());
+  GlooExchange ex(*link_, *meter_, "broadcast", phase_, opts_.timeout, link_->nextSeq());
   broadcastTree(ex, Group::world(rank_, size_), static_cast<char*>(buf), count * dtypeSize(dt), root,
                 opts_.segment_bytes, 0);
 }
@@ -197,7 +197,7 @@ void Communicator::allgatherImpl(const void* send, size_t send_count, void* recv
   char* out = static_cast<char*>(recv);
   if (send_count && out + off[rank_] != send) std::memmove(out + off[rank_], send, send_count * es);
   if (size_ == 1) return;
-  Exchange ex(*link_, *meter_, op, phase_, opts_.timeout, link_->nextSeq());
+  GlooExchange ex(*link_, *meter_, op, phase_, opts_.timeout, link_->nextSeq());
   ringAllgather(ex, Group::world(rank_, size_), out, off, opts_.segment_bytes, 0);
 }
 
@@ -215,7 +215,7 @@ void Communicator::reduceScatter(const void* send, void* recv, size_t recv_count
   std::vector<size_t> off(size_ + 1);
   for (int i = 0; i <= size_; ++i) off[i] = i * recv_count;
   {
-    Exchange ex(*link_, *meter_, "reduce_scatter", phase_, opts_.timeout, link_->nextSeq());
+    GlooExchange ex(*link_, *meter_, "reduce_scatter", phase_, opts_.timeout, link_->nextSeq());
     ringReduceScatter(ex, Group::world(rank_, size_), work, off, dt, op,
                       segmentElems(opts_.segment_bytes, es, recv_count), 0,
                       link_->scratch().get(ringScratchBytes(off, es)));
@@ -227,7 +227,7 @@ void Communicator::reduceScatter(const void* send, void* recv, size_t recv_count
 
 void Communicator::alltoall(const void* send, void* recv, size_t count, DType dt) {
   checkFingerprint("alltoall", count, dt, 0);
-  Exchange ex(*link_, *meter_, "alltoall", phase_, opts_.timeout, link_->nextSeq());
+  GlooExchange ex(*link_, *meter_, "alltoall", phase_, opts_.timeout, link_->nextSeq());
   alltoallPairwise(ex, Group::world(rank_, size_), static_cast<const char*>(send), static_cast<char*>(recv),
                    count * dtypeSize(dt), 0);
 }
@@ -235,21 +235,21 @@ void Communicator::alltoall(const void* send, void* recv, size_t count, DType dt
 void Communicator::barrier() {
   checkFingerprint("barrier", 0, DType::u8, 0);
   if (size_ == 1) return;
-  Exchange ex(*link_, *meter_, "barrier", phase_, opts_.timeout, link_->nextSeq());
+  GlooExchange ex(*link_, *meter_, "barrier", phase_, opts_.timeout, link_->nextSeq());
   barrierDissemination(ex, Group::world(rank_, size_), 0);
 }
 
 void Communicator::send(const void* buf, size_t bytes, int dst, uint32_t tag) {
   if (dst < 0 || dst >= size_ || dst == rank_)
     throw ConfigError("send: destination rank " + std::to_string(dst) + " is not another rank of this communicator");
-  Exchange ex(*link_, *meter_, "send", phase_, opts_.timeout, Link::kP2PSeq);
+  GlooExchange ex(*link_, *meter_, "send", phase_, opts_.timeout, Link::kP2PSeq);
   ex.wait(ex.isend(dst, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag));
 }
 
 void Communicator::recv(void* buf, size_t bytes, int src, uint32_t tag) {
   if (src < 0 || src >= size_ || src == rank_)
     throw ConfigError("recv: source rank " + std::to_string(src) + " is not another rank of this communicator");
-  Exchange ex(*link_, *meter_, "recv", phase_, opts_.timeout, Link::kP2PSeq);
+  GlooExchange ex(*link_, *meter_, "recv", phase_, opts_.timeout, Link::kP2PSeq);
   ex.wait(ex.irecv(src, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag));
 }
 
@@ -268,7 +268,7 @@ void Communicator::exchange(const std::vector<P2P>& sends, const std::vector<P2P
   };
   check(sends, "send to");
   check(recvs, "receive from");
-  Exchange ex(*link_, *meter_, "exchange", phase_, opts_.timeout, Link::kP2PSeq);
+  GlooExchange ex(*link_, *meter_, "exchange", phase_, opts_.timeout, Link::kP2PSeq);
   const uint64_t slot = (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag;
   for (const auto& m : recvs) ex.irecv(m.peer, m.buf, m.bytes, slot);
   for (const auto& m : sends) ex.isend(m.peer, m.buf, m.bytes, slot);
@@ -280,7 +280,7 @@ int Communicator::recvAny(void* buf, size_t bytes, const std::vector<int>& srcs,
   for (int s : srcs)
     if (s < 0 || s >= size_ || s == rank_)
       throw ConfigError("recvAny: source rank " + std::to_string(s) + " is not another rank of this communicator");
-  Exchange ex(*link_, *meter_, "recv", phase_, opts_.timeout, Link::kP2PSeq);
+  GlooExchange ex(*link_, *meter_, "recv", phase_, opts_.timeout, Link::kP2PSeq);
   const int req = ex.irecvAny(srcs, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag);
   ex.wait(req);
   return ex.peerOf(req);

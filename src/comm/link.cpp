@@ -1,10 +1,13 @@
 #include "link.h"
 
+#include <cstring>
+
 #include <gloo/common/error.h>
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
 #include "lowcomm/base/error.h"
+#include "reduce.h"
 
 namespace lowcomm::comm {
 
@@ -25,15 +28,15 @@ bool Link::sameHost(int peer) const {
   return peer >= 0 && static_cast<size_t>(peer) < same_host_.size() && same_host_[peer];
 }
 
-Exchange::Exchange(Link& link, TrafficMeter& meter, std::string op, std::string phase,
-                   std::chrono::milliseconds timeout, uint32_t seq)
-    : link_(link), meter_(meter), op_(std::move(op)), phase_(std::move(phase)), timeout_(timeout),
-      deadline_(std::chrono::steady_clock::now() + timeout), seq_(seq) {
+GlooExchange::GlooExchange(Link& link, TrafficMeter& meter, std::string op, std::string phase,
+                           std::chrono::milliseconds timeout, uint32_t seq)
+    : Exchange(seq), link_(link), meter_(meter), op_(std::move(op)), phase_(std::move(phase)), timeout_(timeout),
+      deadline_(std::chrono::steady_clock::now() + timeout) {
   if (!link_.broken().empty())
     throw PeerError(-1, op_ + ": communicator is unusable after an earlier failure: " + link_.broken());
 }
 
-Exchange::~Exchange() {
+GlooExchange::~GlooExchange() {
   // Unwinding with messages in flight: the mesh state is unknown. Close it (peers fail fast),
   // then release the buffers Gloo may still reference.
   bool pending = false;
@@ -46,33 +49,33 @@ Exchange::~Exchange() {
   }
 }
 
-int Exchange::isend(int peer, const void* ptr, size_t bytes, uint64_t slot) {
+int GlooExchange::isend(int peer, const void* ptr, size_t bytes, uint64_t slot) {
   if (bytes == 0) return -1;
   auto buf = link_.context().createUnboundBuffer(const_cast<void*>(ptr), bytes);
   try {
     buf->send(peer, slot);
   } catch (const std::exception& e) {
-    Request r{nullptr, peer, bytes, true, true};
+    Request r{nullptr, peer, bytes, true, true, {}};
     fail(r, e);
   }
-  reqs_.push_back(Request{std::move(buf), peer, bytes, true, false});
+  reqs_.push_back(Request{std::move(buf), peer, bytes, true, false, {}});
   return static_cast<int>(reqs_.size() - 1);
 }
 
-int Exchange::irecv(int peer, void* ptr, size_t bytes, uint64_t slot) {
+int GlooExchange::irecv(int peer, void* ptr, size_t bytes, uint64_t slot) {
   if (bytes == 0) return -1;
   auto buf = link_.context().createUnboundBuffer(ptr, bytes);
   try {
     buf->recv(peer, slot);
   } catch (const std::exception& e) {
-    Request r{nullptr, peer, bytes, false, true};
+    Request r{nullptr, peer, bytes, false, true, {}};
     fail(r, e);
   }
-  reqs_.push_back(Request{std::move(buf), peer, bytes, false, false});
+  reqs_.push_back(Request{std::move(buf), peer, bytes, false, false, {}});
   return static_cast<int>(reqs_.size() - 1);
 }
 
-int Exchange::irecvAny(const std::vector<int>& peers, void* ptr, size_t bytes, uint64_t slot) {
+int GlooExchange::irecvAny(const std::vector<int>& peers, void* ptr, size_t bytes, uint64_t slot) {
   auto buf = link_.context().createUnboundBuffer(ptr, bytes);
   try {
     buf->recv(peers, slot);
@@ -95,7 +98,7 @@ std::string peerName(int peer, const std::vector<int>& any) {
 
 }  // namespace
 
-void Exchange::fail(const Request& r, const std::exception& e) {
+void GlooExchange::fail(const Request& r, const std::exception& e) {
   const std::string what = e.what();
   const bool timed_out = what.find("imed out") != std::string::npos || what.find("imeout") != std::string::npos;
   std::string msg = op_ + " (rank " + std::to_string(link_.rank()) + "): " +
@@ -111,7 +114,7 @@ void Exchange::fail(const Request& r, const std::exception& e) {
   throw PeerError(r.peer, msg);
 }
 
-void Exchange::wait(int req) {
+void GlooExchange::wait(int req) {
   if (req < 0) return;
   Request& r = reqs_[req];
   if (r.done) return;
@@ -132,9 +135,17 @@ void Exchange::wait(int req) {
   else meter_.recordRecv(op_, phase_, r.bytes, link_.sameHost(r.peer));
 }
 
-void Exchange::waitAll() {
+void GlooExchange::waitAll() {
   for (size_t i = 0; i < reqs_.size(); ++i) wait(static_cast<int>(i));
   reqs_.clear();
+}
+
+void GlooExchange::reduce(void* dst, const void* src, size_t count, DType dt, ReduceOp op) {
+  reduceInto(dst, src, count, dt, op);
+}
+
+void GlooExchange::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
 }
 
 }  // namespace lowcomm::comm

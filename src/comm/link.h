@@ -1,9 +1,7 @@
 // Point-to-point layer under the collectives (private to the comm layer).
 //
-// A Link owns the Gloo context (full mesh of TCP pairs). An Exchange is one collective call's
-// traffic: it posts sends/receives on unbound buffers, waits for them against the call's
-// deadline, turns Gloo failures into TimeoutError/PeerError naming the peer, and records every
-// completed message's bytes in the traffic meter.
+// A Link owns the Gloo context (full mesh of TCP pairs); a GlooExchange is one collective call's
+// traffic over it (the real executor of lowcomm/comm/exchange.h).
 #pragma once
 
 #include <chrono>
@@ -12,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "lowcomm/comm/exchange.h"
 #include "lowcomm/comm/traffic.h"
 
 namespace gloo {
@@ -23,22 +22,6 @@ class UnboundBuffer;
 }  // namespace gloo
 
 namespace lowcomm::comm {
-
-// Grow-only scratch memory reused across calls (not zeroed).
-class Scratch {
- public:
-  char* get(size_t bytes) {
-    if (bytes > size_) {
-      data_.reset(new char[bytes]);
-      size_ = bytes;
-    }
-    return data_.get();
-  }
-
- private:
-  std::unique_ptr<char[]> data_;
-  size_t size_ = 0;
-};
 
 class Link {
  public:
@@ -76,36 +59,24 @@ class Link {
   Scratch work_;
 };
 
-// Slot layout: | seq:32 | sub:6 | step:10 | seg:16 |. Sender and receiver compute the same
-// slot for the same message; distinct messages of one call never share a slot.
-inline uint64_t makeSlot(uint32_t seq, uint32_t sub, uint32_t step, uint32_t seg) {
-  return (static_cast<uint64_t>(seq) << 32) | (static_cast<uint64_t>(sub & 0x3f) << 26) |
-         (static_cast<uint64_t>(step & 0x3ff) << 16) | (seg & 0xffff);
-}
-constexpr uint32_t kMaxSegments = 1u << 16;
-constexpr uint32_t kMaxSteps = 1u << 10;
-
-class Exchange {
+// Exchange over the Link's Gloo pairs: posts sends/receives on unbound buffers, waits for them
+// against the call's deadline, turns Gloo failures into TimeoutError/PeerError naming the peer,
+// and records every completed message's bytes in the traffic meter.
+class GlooExchange final : public Exchange {
  public:
   // `seq` numbers the call; collectives take link.nextSeq() so all ranks agree on it.
-  Exchange(Link& link, TrafficMeter& meter, std::string op, std::string phase, std::chrono::milliseconds timeout,
-           uint32_t seq);
-  ~Exchange();
-  Exchange(const Exchange&) = delete;
-  Exchange& operator=(const Exchange&) = delete;
+  GlooExchange(Link& link, TrafficMeter& meter, std::string op, std::string phase, std::chrono::milliseconds timeout,
+               uint32_t seq);
+  ~GlooExchange() override;
 
-  uint32_t seq() const { return seq_; }
-  uint64_t slot(uint32_t sub, uint32_t step, uint32_t seg = 0) const { return makeSlot(seq_, sub, step, seg); }
-
-  // Zero-byte messages are not sent; both sides skip them by computing the same sizes.
-  // Returns a request id, or -1 for a skipped message (wait(-1) is a no-op).
-  int isend(int peer, const void* ptr, size_t bytes, uint64_t slot);
-  int irecv(int peer, void* ptr, size_t bytes, uint64_t slot);
-  // From whichever of `peers` sends first (Gloo's recv from any); wait() then sets peerOf(req).
-  int irecvAny(const std::vector<int>& peers, void* ptr, size_t bytes, uint64_t slot);
-  int peerOf(int req) const { return reqs_[req].peer; }
-  void wait(int req);
-  void waitAll();
+  int isend(int peer, const void* ptr, size_t bytes, uint64_t slot) override;
+  int irecv(int peer, void* ptr, size_t bytes, uint64_t slot) override;
+  int irecvAny(const std::vector<int>& peers, void* ptr, size_t bytes, uint64_t slot) override;
+  int peerOf(int req) const override { return reqs_[req].peer; }
+  void wait(int req) override;
+  void waitAll() override;
+  void reduce(void* dst, const void* src, size_t count, DType dt, ReduceOp op) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
 
  private:
   struct Request {
@@ -124,7 +95,6 @@ class Exchange {
   std::string phase_;
   std::chrono::milliseconds timeout_;
   std::chrono::steady_clock::time_point deadline_;
-  uint32_t seq_;
   std::vector<Request> reqs_;
 };
 

@@ -25,7 +25,7 @@ void authenticatePairs(Link& link, const std::string& token, std::chrono::millis
   const int me = link.rank(), n = link.size();
   if (n == 1) return;
   TrafficMeter not_metered;
-  Exchange ex(link, not_metered, "auth", "setup", timeout, link.nextSeq());
+  GlooExchange ex(link, not_metered, "auth", "setup", timeout, link.nextSeq());
   // The message from a to b travels in slot (round, b): sender and receiver compute the same.
   std::vector<net::Nonce> mine(n), theirs(n);
   for (int p = 0; p < n; ++p) {

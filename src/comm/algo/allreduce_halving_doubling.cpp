@@ -8,7 +8,6 @@
 // needed our own send of that region to have left the buffer.
 #include <vector>
 
-#include "../reduce.h"
 #include "algorithms.h"
 
 namespace lowcomm::comm {
@@ -77,13 +76,13 @@ void allreduceHalvingDoubling(Exchange& ex, const Group& g, char* buf, size_t co
 
   if (folds) {
     ex.wait(fold_q);
-    reduceInto(buf, tmp, count, dt, op);
+    ex.reduce(buf, tmp, count, dt, op);
   }
   for (int i = 0; i < logp; ++i) {
     const Range k = kept[i + 1], send = given[i];
     ex.isend(partner[i], buf + send.lo * es, (send.hi - send.lo) * es, ex.slot(sub, 1 + i));
     ex.wait(half_q[i]);
-    reduceInto(buf + k.lo * es, tmp + slice_at[i] * es, k.hi - k.lo, dt, op);
+    ex.reduce(buf + k.lo * es, tmp + slice_at[i] * es, k.hi - k.lo, dt, op);
   }
   for (int i = logp - 1; i >= 0; --i) {
     const Range mine = kept[i + 1];

@@ -2,10 +2,8 @@
 // the contributions in rank order 0..n-1, then a ring allgather spreads the result. The sum is
 // the same whatever the timing, algorithm choice or topology; same volume as the ring.
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
-#include "../reduce.h"
 #include "algorithms.h"
 
 namespace lowcomm::comm {
@@ -25,10 +23,10 @@ void allreduceOrdered(Exchange& ex, const Group& g, char* buf, size_t count, DTy
     ex.irecv(g.peer(j), parts + j * mine * es, mine * es, ex.slot(0, 0));
   }
   ex.waitAll();
-  std::memcpy(parts + r * mine * es, buf + off[r] * es, mine * es);
+  ex.copy(parts + r * mine * es, buf + off[r] * es, mine * es);
   char* acc = buf + off[r] * es;
-  std::memcpy(acc, parts, mine * es);
-  for (int j = 1; j < n; ++j) reduceInto(acc, parts + j * mine * es, mine, dt, op);
+  ex.copy(acc, parts, mine * es);
+  for (int j = 1; j < n; ++j) ex.reduce(acc, parts + j * mine * es, mine, dt, op);
   std::vector<size_t> off_bytes(off);
   for (auto& o : off_bytes) o *= es;
   ringAllgather(ex, g, buf, off_bytes, seg_bytes, 1);

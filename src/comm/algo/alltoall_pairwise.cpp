@@ -1,5 +1,4 @@
 // Alltoall by pairwise exchange: every block goes straight to its owner, n-1 messages each way.
-#include <cstring>
 
 #include "algorithms.h"
 
@@ -14,7 +13,7 @@ void alltoallPairwise(Exchange& ex, const Group& g, const char* send, char* recv
     ex.irecv(g.peer(from), recv + from * block_bytes, block_bytes, ex.slot(sub, 0));
     ex.isend(g.peer(to), send + to * block_bytes, block_bytes, ex.slot(sub, 0));
   }
-  if (block_bytes) std::memcpy(recv + r * block_bytes, send + r * block_bytes, block_bytes);
+  if (block_bytes) ex.copy(recv + r * block_bytes, send + r * block_bytes, block_bytes);
   ex.waitAll();
 }
 

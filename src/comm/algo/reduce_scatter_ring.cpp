@@ -3,7 +3,6 @@
 // posted up front, each into its own scratch slice.
 #include <algorithm>
 
-#include "../reduce.h"
 #include "algorithms.h"
 #include "lowcomm/base/error.h"
 
@@ -77,7 +76,7 @@ void ringReduceScatter(Exchange& ex, const Group& g, char* buf, const std::vecto
     for (size_t k = 0, s = 0; s < len; ++k, s += seg_elems) {
       const size_t m = std::min(seg_elems, len - s);
       ex.wait(rq[step][k]);
-      reduceInto(buf + (o + s) * es, tmp + step * stride + s * es, m, dt, op);
+      ex.reduce(buf + (o + s) * es, tmp + step * stride + s * es, m, dt, op);
       if (step < n - 2) ex.isend(next, buf + (o + s) * es, m * es, ex.slot(sub, step + 1, k));
     }
   }

@@ -1,0 +1,61 @@
+// Collective algorithms over an Exchange: the one description of each algorithm that the real
+// communicator (Gloo) and the simulator (SimGrid) both execute. One algorithm per file in
+// src/comm/algo.
+//
+// Every function is called by all members of `g` with matching arguments. `sub` (0..63) is the
+// slot namespace of this invocation inside the call, so composed algorithms never share slots.
+// Reductions never divide: the Communicator applies avg once at the end.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "lowcomm/comm/dtype.h"
+#include "lowcomm/comm/exchange.h"
+
+namespace lowcomm::comm {
+
+// Balanced split of `count` elements into n chunks; returns n+1 offsets.
+std::vector<size_t> evenOffsets(size_t count, int n);
+// Elements per pipelining segment for `es`-byte elements, keeping segments per chunk bounded.
+size_t segmentElems(size_t segment_bytes, size_t es, size_t max_chunk_elems);
+
+// Receives are posted before anything is sent: Gloo moves data only once the receiver has
+// posted (its TCP pairs rendezvous per message), so early posting removes a round trip per
+// message and keeps the pipeline full.
+
+// Ring reduce-scatter: chunk c of buf (elements [off[c], off[c+1])) ends reduced on member c.
+// `tmp` holds ringScratchBytes() bytes. Sends may still be pending on return (ex.waitAll()).
+size_t ringScratchBytes(const std::vector<size_t>& off, size_t es);
+void ringReduceScatter(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off, DType dt,
+                       ReduceOp op, size_t seg_elems, uint32_t sub, char* tmp);
+
+// Ring allgather: member c's block (bytes [off[c], off[c+1]) of buf) ends on every member.
+// Receives can be posted early (postRingAllgather) when the caller knows no earlier step still
+// reads the regions they land in; ringAllgather then uses them.
+using Posted = std::vector<std::vector<int>>;
+Posted postRingAllgather(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off_bytes,
+                         size_t seg_bytes, uint32_t sub);
+void ringAllgather(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off_bytes,
+                   size_t seg_bytes, uint32_t sub, const Posted* posted = nullptr);
+
+void allreduceRing(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
+                   size_t seg_bytes, uint32_t sub, Scratch& scratch);  // uses sub and sub+1
+void allreduceHalvingDoubling(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
+                              uint32_t sub, Scratch& scratch);
+void allreduceHierarchical(Exchange& ex, const Group& g, int group_size, char* buf, size_t count, DType dt,
+                           ReduceOp op, size_t seg_bytes, Scratch& scratch);  // uses subs 0..7
+void allreduceOrdered(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
+                      size_t seg_bytes, Scratch& scratch);  // uses subs 0..1
+
+
+// Segmented binomial-tree broadcast from member `root`.
+void broadcastTree(Exchange& ex, const Group& g, char* buf, size_t bytes, int root, size_t seg_bytes,
+                   uint32_t sub);
+// Pairwise exchange: block j (block_bytes) of send goes to member j's recv block me.
+void alltoallPairwise(Exchange& ex, const Group& g, const char* send, char* recv, size_t block_bytes,
+                      uint32_t sub);
+void barrierDissemination(Exchange& ex, const Group& g, uint32_t sub);
+
+}  // namespace lowcomm::comm

@@ -1,0 +1,46 @@
+// One collective call simulated on a platform: every rank is a SimGrid actor that runs the same
+// algorithm code as the communicator (lowcomm/comm/algorithms.h) over a simulated Exchange, so
+// the messages (peer, size, order) are the real ones by construction; only their timing comes
+// from the network model. Local reductions and copies cost bytes / reduce_Bps on the host's
+// cores; no data moves.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lowcomm/comm/communicator.h"
+#include "lowcomm/comm/dtype.h"
+#include "lowcomm/sim/platform.h"
+
+namespace lowcomm::sim {
+
+struct CollectiveSpec {
+  std::string op = "allreduce";  // allreduce | allgather | reduce_scatter | broadcast | alltoall | barrier
+  comm::Algo algo = comm::Algo::ring;  // allreduce: ring | hd | hier | ordered
+  size_t bytes = 1 << 20;        // the buffer (allreduce, broadcast, reduce_scatter input, allgather output,
+                                 // alltoall send buffer) in bytes; a multiple of the element size
+  comm::DType dtype = comm::DType::f32;
+  size_t segment_bytes = 1 << 20;  // as CommOptions::segment_bytes
+  int group_size = 0;            // hier: ranks per group (0: ranks per node)
+  int root = 0;                  // broadcast
+};
+
+struct CollectiveResult {
+  double time_s = 0;                    // until the last rank finished
+  std::vector<double> finish_s;         // per rank
+  std::vector<uint64_t> bytes_sent, bytes_recv;  // per rank, as the traffic meter counts them
+  std::vector<uint64_t> messages_sent;  // per rank
+  uint64_t inter_node_bytes = 0;        // sent between different hosts, all ranks
+};
+
+// Simulates one call. SimGrid keeps one engine per process, so the simulation runs in a child
+// process and its result comes back through a pipe. Throws ConfigError for bad input and
+// Error when the simulation fails (the child's message).
+CollectiveResult simulateCollective(const PlatformSpec& platform, const CollectiveSpec& spec);
+
+// Algorithms the simulator runs for `op` (for listings and errors).
+std::vector<std::string> simulatedAlgorithms(const std::string& op);
+
+}  // namespace lowcomm::sim

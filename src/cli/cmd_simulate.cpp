@@ -1,0 +1,120 @@
+// `lowcomm simulate collectives`: the comm layer's algorithms on a simulated cluster (SimGrid),
+// one row per (op, algo, size) in `bench collectives`' format with backend "simgrid".
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "bench_options.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "lowcomm/base/error.h"
+#include "lowcomm/sim/collectives.h"
+
+namespace lowcomm::cli {
+
+namespace {
+
+double busFactor(const std::string& op, int n) {
+  if (op == "allreduce") return 2.0 * (n - 1) / n;
+  if (op == "broadcast") return 1.0;
+  return static_cast<double>(n - 1) / n;
+}
+
+// nccl-tests' sizes: allgather/reduce_scatter/alltoall count the whole buffer; the simulator
+// needs it to split evenly over the ranks.
+size_t roundedBytes(const std::string& op, size_t bytes, size_t es, int n) {
+  const bool per_block = op == "allgather" || op == "reduce_scatter" || op == "alltoall";
+  const size_t unit = es * (per_block ? static_cast<size_t>(n) : 1);
+  return std::max(unit, bytes / unit * unit);
+}
+
+int simulateCollectives(int argc, char** argv) {
+  sim::PlatformSpec p;
+  std::string setting = "4x1@1gbit", sizes = "4B:256MiB", ops = "allreduce", algos = "ring,hd", dtype = "f32", json;
+  double latency_us = p.link_latency_s * 1e6, reduce_gbps = p.reduce_Bps / 1e9, loopback_gbps = p.loopback_Bps / 1e9;
+  size_t segment = 1 << 20;
+  int group_size = 0;
+  CLI::App app{"Simulate collectives on a modelled cluster (SimGrid): the same algorithm code as the communicator"};
+  app.add_option("--setting", setting, "NODESxPROCS@RATE, as bench/e2e: 4x1@100mbit, 2x2@1gbit")->capture_default_str();
+  app.add_option("--sizes", sizes, "LO:HI (powers of two) or a list, e.g. 4B:256MiB or 4B,64MiB")->capture_default_str();
+  app.add_option("--ops", ops, "allreduce,allgather,broadcast,reduce_scatter,alltoall,barrier")->capture_default_str();
+  app.add_option("--algos", algos, "allreduce algorithms: ring,hd,hier,ordered")->capture_default_str();
+  app.add_option("--dtype", dtype, "element type")->capture_default_str();
+  app.add_option("--segment", segment, "pipelining segment of ring/tree algorithms, bytes")->capture_default_str();
+  app.add_option("--group-size", group_size, "ranks per group for hier (0 = processes per node)")->capture_default_str();
+  app.add_option("--latency-us", latency_us, "latency of each link (a route between hosts crosses two)")
+      ->capture_default_str();
+  app.add_option("--bandwidth-factor", p.bandwidth_factor, "achieved / nominal link rate")->capture_default_str();
+  app.add_option("--reduce-gbps", reduce_gbps, "a core's reduction and copy speed, GB/s")->capture_default_str();
+  app.add_option("--loopback-gbps", loopback_gbps, "bandwidth between ranks of one node, GB/s")->capture_default_str();
+  app.add_option("--cores", p.cores, "cores per node")->capture_default_str();
+  app.add_option("--json", json, "write all rows to this JSON file");
+  if (!parseArgs(app, argc, argv)) return 0;
+  const auto parsed = sim::parseSetting(setting);
+  p.nodes = parsed.nodes;
+  p.ppn = parsed.ppn;
+  p.link_Bps = parsed.link_Bps;
+  p.link_latency_s = latency_us * 1e-6;
+  p.reduce_Bps = reduce_gbps * 1e9;
+  p.loopback_Bps = loopback_gbps * 1e9;
+  sim::validate(p);
+  const auto dt = comm::parseDType(dtype);
+  const size_t es = comm::dtypeSize(dt);
+  const int n = p.world();
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("# %s: %d nodes x %d processes, %.0f Mbit/s per link, %.0f us per link\n", setting.c_str(), p.nodes,
+              p.ppn, p.link_Bps * 8 / 1e6, latency_us);
+  std::printf("#%11s %15s %9s %12s %9s %9s %14s\n", "size (B)", "op", "algo", "time_us", "algbw", "busbw",
+              "inter-node B");
+  for (const auto& op : splitList(ops)) {
+    const auto op_algos = op == "allreduce" ? splitList(algos) : std::vector<std::string>{sim::simulatedAlgorithms(op)[0]};
+    for (const auto& algo : op_algos) {
+      for (size_t requested : parseSizes(sizes)) {
+        sim::CollectiveSpec s;
+        s.op = op;
+        s.algo = op == "allreduce" ? comm::parseAlgo(algo) : comm::Algo::ring;
+        s.bytes = op == "barrier" ? 0 : roundedBytes(op, requested, es, n);
+        s.dtype = dt;
+        s.segment_bytes = segment;
+        s.group_size = group_size;
+        const auto r = sim::simulateCollective(p, s);
+        const double us = r.time_s * 1e6;
+        const double algbw = us > 0 ? static_cast<double>(s.bytes) / r.time_s / 1e9 : 0;
+        const double busbw = algbw * busFactor(op, n);
+        std::printf("%12zu %15s %9s %12.1f %9.3f %9.3f %14llu\n", s.bytes, op.c_str(), algo.c_str(), us, algbw, busbw,
+                    static_cast<unsigned long long>(r.inter_node_bytes));
+        std::fflush(stdout);
+        rows.push_back({{"op", op}, {"algo", algo}, {"backend", "simgrid"}, {"world", n}, {"dtype", comm::dtypeName(dt)},
+                        {"bytes", s.bytes}, {"time_us", us}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
+                        {"wrong", 0}, {"setting", setting}, {"inter_node_bytes", r.inter_node_bytes},
+                        {"bytes_sent", r.bytes_sent}});
+        if (op == "barrier") break;
+      }
+    }
+  }
+  if (!json.empty()) {
+    const std::string tmp = json + ".tmp";
+    std::ofstream f(tmp);
+    if (!f || !(f << rows.dump(1) << "\n") || !f.flush()) throw ConfigError("cannot write --json file '" + json + "'");
+    f.close();
+    if (std::rename(tmp.c_str(), json.c_str()) != 0) throw ConfigError("cannot write --json file '" + json + "'");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cmdSimulate(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::cout << "usage: lowcomm simulate collectives [options]   (see --help)\n";
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "collectives")) return simulateCollectives(argc - 1, argv + 1);
+  throw ConfigError(std::string("unknown simulation '") + argv[1] + "' (expected: collectives)");
+}
+
+}  // namespace lowcomm::cli

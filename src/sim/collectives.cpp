@@ -1,0 +1,156 @@
+#include "lowcomm/sim/collectives.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <memory>
+
+#include "engine.h"
+#include "isolated.h"
+#include "lowcomm/base/error.h"
+#include "lowcomm/comm/algorithms.h"
+#include "sim_exchange.h"
+
+namespace lowcomm::sim {
+
+namespace sg4 = simgrid::s4u;
+using comm::Algo;
+
+std::vector<std::string> simulatedAlgorithms(const std::string& op) {
+  if (op == "allreduce") return {"ring", "hd", "hier", "ordered"};
+  if (op == "allgather" || op == "reduce_scatter") return {"ring"};
+  if (op == "broadcast") return {"tree"};
+  if (op == "alltoall") return {"pairwise"};
+  if (op == "barrier") return {"dissemination"};
+  throw ConfigError("simulate: unknown collective '" + op +
+                    "' (known: allreduce, allgather, reduce_scatter, broadcast, alltoall, barrier)");
+}
+
+namespace {
+
+void checkSpec(const PlatformSpec& p, const CollectiveSpec& s) {
+  const auto algos = simulatedAlgorithms(s.op);
+  const size_t es = comm::dtypeSize(s.dtype);
+  if (s.op == "allreduce") {
+    const std::string a = comm::algoName(s.algo);
+    if (std::find(algos.begin(), algos.end(), a) == algos.end())
+      throw ConfigError("simulate: allreduce algorithm '" + a + "' is not simulated (known: ring, hd, hier, ordered)");
+    const int group = s.group_size > 0 ? s.group_size : p.ppn;
+    if (s.algo == Algo::hierarchical && (group < 2 || group >= p.world() || p.world() % group != 0))
+      throw ConfigError("simulate: hier needs a group size that divides the world and is between 2 and world - 1 (group " +
+                        std::to_string(group) + ", world " + std::to_string(p.world()) + ")");
+  }
+  if (s.bytes % es != 0)
+    throw ConfigError("simulate: " + std::to_string(s.bytes) + " bytes is not a whole number of " +
+                      comm::dtypeName(s.dtype) + " elements");
+  if ((s.op == "reduce_scatter" || s.op == "allgather" || s.op == "alltoall") && s.bytes % (es * p.world()) != 0)
+    throw ConfigError("simulate: " + s.op + " of " + std::to_string(s.bytes) + " bytes does not split evenly over " +
+                      std::to_string(p.world()) + " ranks");
+  if (s.op == "broadcast" && (s.root < 0 || s.root >= p.world()))
+    throw ConfigError("simulate: broadcast root " + std::to_string(s.root) + " is not a rank (world " +
+                      std::to_string(p.world()) + ")");
+  if (s.segment_bytes == 0) throw ConfigError("simulate: segment_bytes must be positive");
+}
+
+// One rank's part of the call: the same algorithm functions the communicator calls.
+void runRank(comm::Exchange& ex, const comm::Group& g, const PlatformSpec& p, const CollectiveSpec& s, char* buf,
+             char* out, comm::Scratch& scratch) {
+  const size_t es = comm::dtypeSize(s.dtype);
+  const size_t count = s.bytes / es;
+  const int n = g.size();
+  if (s.op == "allreduce") {
+    switch (s.algo) {
+      case Algo::halving_doubling:
+        comm::allreduceHalvingDoubling(ex, g, buf, count, s.dtype, comm::ReduceOp::sum, 0, scratch);
+        break;
+      case Algo::hierarchical:
+        comm::allreduceHierarchical(ex, g, s.group_size > 0 ? s.group_size : p.ppn, buf, count, s.dtype,
+                                    comm::ReduceOp::sum, s.segment_bytes, scratch);
+        break;
+      case Algo::ordered:
+        comm::allreduceOrdered(ex, g, buf, count, s.dtype, comm::ReduceOp::sum, s.segment_bytes, scratch);
+        break;
+      default:
+        comm::allreduceRing(ex, g, buf, count, s.dtype, comm::ReduceOp::sum, s.segment_bytes, 0, scratch);
+    }
+  } else if (s.op == "allgather") {
+    std::vector<size_t> off(n + 1);
+    for (int i = 0; i <= n; ++i) off[i] = s.bytes / n * i;
+    comm::ringAllgather(ex, g, buf, off, s.segment_bytes, 0);
+  } else if (s.op == "reduce_scatter") {
+    const size_t per = count / n;
+    std::vector<size_t> off(n + 1);
+    for (int i = 0; i <= n; ++i) off[i] = per * i;
+    comm::ringReduceScatter(ex, g, buf, off, s.dtype, comm::ReduceOp::sum, comm::segmentElems(s.segment_bytes, es, per),
+                            0, scratch.get(comm::ringScratchBytes(off, es)));
+  } else if (s.op == "broadcast") {
+    comm::broadcastTree(ex, g, buf, s.bytes, s.root, s.segment_bytes, 0);
+  } else if (s.op == "alltoall") {
+    comm::alltoallPairwise(ex, g, buf, out, s.bytes / n, 0);
+  } else {
+    comm::barrierDissemination(ex, g, 0);
+  }
+  ex.waitAll();
+}
+
+CollectiveResult runSimulation(const PlatformSpec& p, const CollectiveSpec& s) {
+  SimPlatform plat = buildPlatform(p);
+  const int n = p.world();
+  std::vector<int> node_of(n);
+  for (int r = 0; r < n; ++r) node_of[r] = p.nodeOf(r);
+  std::vector<sg4::Host*> host_of(n);
+  for (int r = 0; r < n; ++r) host_of[r] = plat.hosts[node_of[r]];
+  SimNetwork net(host_of, node_of);
+  // Every rank's buffers: never read or written (the executor moves no data), so all ranks share
+  // one allocation that the kernel never backs with memory.
+  std::unique_ptr<char[]> buf(new char[std::max<size_t>(s.bytes, 1)]);
+  std::unique_ptr<char[]> out(new char[std::max<size_t>(s.bytes, 1)]);
+  comm::Scratch scratch;
+  CollectiveResult res;
+  res.finish_s.assign(n, 0);
+  std::string error;
+  for (int r = 0; r < n; ++r) {
+    sg4::Actor::create("rank" + std::to_string(r), plat.hosts[node_of[r]], [&, r] {
+      try {
+        SimExchange ex(net, r, 1);
+        runRank(ex, comm::Group::world(r, n), p, s, buf.get(), out.get(), scratch);
+      } catch (const std::exception& e) {
+        if (error.empty()) error = "rank " + std::to_string(r) + ": " + e.what();
+      }
+      res.finish_s[r] = sg4::Engine::get_clock();
+    });
+  }
+  plat.engine->run();
+  if (!error.empty()) throw Error("simulate: " + error);
+  res.time_s = *std::max_element(res.finish_s.begin(), res.finish_s.end());
+  res.bytes_sent = net.sent;
+  res.bytes_recv = net.recv;
+  res.messages_sent = net.messages;
+  res.inter_node_bytes = net.inter_node;
+  return res;
+}
+
+}  // namespace
+
+CollectiveResult simulateCollective(const PlatformSpec& platform, const CollectiveSpec& spec) {
+  validate(platform);
+  checkSpec(platform, spec);
+  const auto text = runIsolated([&] {
+    const auto r = runSimulation(platform, spec);
+    nlohmann::json j = {{"time_s", r.time_s},       {"finish_s", r.finish_s},
+                        {"bytes_sent", r.bytes_sent}, {"bytes_recv", r.bytes_recv},
+                        {"messages_sent", r.messages_sent}, {"inter_node_bytes", r.inter_node_bytes}};
+    return j.dump();
+  });
+  const auto j = nlohmann::json::parse(text);
+  CollectiveResult r;
+  r.time_s = j["time_s"];
+  r.finish_s = j["finish_s"].get<std::vector<double>>();
+  r.bytes_sent = j["bytes_sent"].get<std::vector<uint64_t>>();
+  r.bytes_recv = j["bytes_recv"].get<std::vector<uint64_t>>();
+  r.messages_sent = j["messages_sent"].get<std::vector<uint64_t>>();
+  r.inter_node_bytes = j["inter_node_bytes"];
+  return r;
+}
+
+}  // namespace lowcomm::sim

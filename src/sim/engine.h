@@ -1,0 +1,23 @@
+// A SimGrid engine with the platform built (private to the sim layer). One per process: SimGrid
+// keeps global state, so every simulation runs in its own child process (isolated.h).
+#pragma once
+
+#include <simgrid/s4u.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "lowcomm/sim/platform.h"
+
+namespace lowcomm::sim {
+
+struct SimPlatform {
+  std::unique_ptr<simgrid::s4u::Engine> engine;
+  std::vector<simgrid::s4u::Host*> hosts;  // one per node
+};
+
+// Network model: max-min fair sharing of every link (SimGrid's CM02 without cross-traffic),
+// links at link_Bps × bandwidth_factor; a host's speed is reduce_Bps per core.
+SimPlatform buildPlatform(const PlatformSpec& p);
+
+}  // namespace lowcomm::sim

@@ -1,0 +1,82 @@
+#include <xbt/log.h>
+
+#include <cctype>
+#include <regex>
+
+#include "engine.h"
+#include "lowcomm/base/error.h"
+#include "lowcomm/sim/platform.h"
+
+namespace lowcomm::sim {
+
+namespace sg4 = simgrid::s4u;
+
+double parseRate(const std::string& rate) {
+  static const std::regex re(R"((\d+(?:\.\d+)?)(bit|kbit|mbit|gbit))", std::regex::icase);
+  std::smatch m;
+  if (!std::regex_match(rate, m, re))
+    throw ConfigError("rate '" + rate + "': expected a number and bit, kbit, mbit or gbit (e.g. 100mbit)");
+  std::string unit = m[2];
+  for (auto& c : unit) c = static_cast<char>(std::tolower(c));
+  const double scale = unit == "gbit" ? 1e9 : unit == "mbit" ? 1e6 : unit == "kbit" ? 1e3 : 1;
+  const double bits = std::stod(m[1]) * scale;
+  if (bits <= 0) throw ConfigError("rate '" + rate + "' must be positive");
+  return bits;
+}
+
+PlatformSpec parseSetting(const std::string& setting) {
+  static const std::regex re(R"((\d+)x(\d+)@(.+))");
+  std::smatch m;
+  if (!std::regex_match(setting, m, re))
+    throw ConfigError("setting '" + setting + "': expected NODESxPROCS@RATE, e.g. 4x1@100mbit");
+  PlatformSpec p;
+  p.nodes = std::stoi(m[1]);
+  p.ppn = std::stoi(m[2]);
+  p.link_Bps = parseRate(m[3]) / 8;
+  validate(p);
+  return p;
+}
+
+void validate(const PlatformSpec& p) {
+  auto bad = [](const std::string& field, const std::string& why) {
+    throw ConfigError("platform." + field + " " + why);
+  };
+  if (p.topology != "star") bad("topology", "'" + p.topology + "' is not simulated (known: star)");
+  if (p.nodes < 1) bad("nodes", "must be at least 1");
+  if (p.ppn < 1) bad("ppn", "must be at least 1");
+  if (p.cores < 1) bad("cores", "must be at least 1");
+  if (!(p.link_Bps > 0)) bad("link_Bps", "must be positive");
+  if (!(p.loopback_Bps > 0)) bad("loopback_Bps", "must be positive");
+  if (!(p.reduce_Bps > 0)) bad("reduce_Bps", "must be positive");
+  if (!(p.bandwidth_factor > 0) || p.bandwidth_factor > 1.5) bad("bandwidth_factor", "must be in (0, 1.5]");
+  if (p.link_latency_s < 0 || p.loopback_latency_s < 0) bad("latency", "must not be negative");
+}
+
+SimPlatform buildPlatform(const PlatformSpec& p) {
+  validate(p);
+  xbt_log_control_set("root.thres:critical");
+  SimPlatform out;
+  int argc = 1;
+  char name[] = "lowcomm-simulate";
+  char* argv[] = {name, nullptr};
+  out.engine = std::make_unique<sg4::Engine>(&argc, argv);
+  // Before the first zone: the model cannot change once a platform exists.
+  sg4::Engine::set_config("network/model:CM02");
+  sg4::Engine::set_config("network/crosstraffic", false);
+  sg4::Engine::set_config("network/loopback-bw", p.loopback_Bps);
+  sg4::Engine::set_config("network/loopback-lat", p.loopback_latency_s);
+  auto* zone = sg4::create_star_zone("cluster");
+  for (int i = 0; i < p.nodes; ++i) {
+    auto* host = zone->create_host("node" + std::to_string(i), p.reduce_Bps);
+    host->set_core_count(p.cores);
+    auto* link = zone->create_split_duplex_link("link" + std::to_string(i), p.link_Bps * p.bandwidth_factor);
+    link->set_latency(p.link_latency_s);
+    zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
+                    {sg4::LinkInRoute(link, sg4::LinkInRoute::Direction::UP)}, true);
+    out.hosts.push_back(host);
+  }
+  zone->seal();
+  return out;
+}
+
+}  // namespace lowcomm::sim

@@ -1,0 +1,134 @@
+#include "sim_exchange.h"
+
+#include <string>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/comm/dtype.h"
+
+namespace lowcomm::sim {
+
+namespace sg4 = simgrid::s4u;
+
+namespace {
+uint32_t subOf(uint64_t slot) { return static_cast<uint32_t>(slot >> 26) & 0x3f; }
+}  // namespace
+
+SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> node_of)
+    : sent(host_of_rank.size(), 0),
+      recv(host_of_rank.size(), 0),
+      messages(host_of_rank.size(), 0),
+      world_(static_cast<int>(host_of_rank.size())),
+      host_of_(std::move(host_of_rank)),
+      node_of_(std::move(node_of)) {}
+
+SimNetwork::Pair& SimNetwork::pair(int src, int dst) {
+  const uint64_t key = static_cast<uint64_t>(src) * static_cast<uint64_t>(world_) + static_cast<uint64_t>(dst);
+  auto it = pairs_.find(key);
+  if (it != pairs_.end()) return *it->second;
+  auto p = std::make_unique<Pair>();
+  p->events = sg4::Semaphore::create(0);
+  Pair& ref = *p;
+  pairs_.emplace(key, std::move(p));
+  sg4::Actor::create("send" + std::to_string(src) + ">" + std::to_string(dst), host_of_[src],
+                     [this, src, dst, &ref] { sender(src, dst, ref); })
+      ->daemonize();
+  return ref;
+}
+
+void SimNetwork::enqueue(int src, int dst, uint64_t slot, uint64_t bytes, sg4::SemaphorePtr done) {
+  Pair& p = pair(src, dst);
+  p.queue.push_back(Pending{slot, bytes, std::move(done)});
+  p.events->release();
+}
+
+void SimNetwork::posted(int src, int dst, uint64_t slot) {
+  Pair& p = pair(src, dst);
+  p.posted.insert(slot);
+  p.events->release();
+}
+
+// The pair's connection: sends the first queued message whose receive is posted, one at a time.
+void SimNetwork::sender(int src, int dst, Pair& p) {
+  for (;;) {
+    auto ready = p.queue.begin();
+    while (ready != p.queue.end() && p.posted.find(ready->slot) == p.posted.end()) ++ready;
+    if (ready == p.queue.end()) {
+      p.events->acquire();  // no other actor runs between the scan and this wait: no lost event
+      continue;
+    }
+    const Pending msg = *ready;
+    p.queue.erase(ready);
+    p.posted.erase(p.posted.find(msg.slot));
+    // The payload pointer carries the slot, so the receiver can check it got the message it expects.
+    mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f)
+        ->put(reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot)), msg.bytes);
+    msg.done->release();
+  }
+}
+
+sg4::Mailbox* SimNetwork::mailbox(int src, int dst, uint32_t sub) {
+  const uint64_t key = (static_cast<uint64_t>(src) * static_cast<uint64_t>(world_) + static_cast<uint64_t>(dst)) * 64 + sub;
+  auto it = boxes_.find(key);
+  if (it != boxes_.end()) return it->second;
+  auto* box = sg4::Mailbox::by_name(std::to_string(src) + ">" + std::to_string(dst) + "/" + std::to_string(sub));
+  boxes_.emplace(key, box);
+  return box;
+}
+
+int SimExchange::isend(int peer, const void*, size_t bytes, uint64_t slot) {
+  if (bytes == 0) return -1;
+  auto done = sg4::Semaphore::create(0);
+  net_.enqueue(rank_, peer, slot, bytes, done);
+  net_.sent[rank_] += bytes;
+  net_.messages[rank_] += 1;
+  if (!net_.sameNode(rank_, peer)) net_.inter_node += bytes;
+  reqs_.push_back(Request{nullptr, peer, slot, true, false, nullptr, nullptr});
+  reqs_.back().sent_sem = std::move(done);
+  return static_cast<int>(reqs_.size() - 1);
+}
+
+int SimExchange::irecv(int peer, void*, size_t bytes, uint64_t slot) {
+  if (bytes == 0) return -1;
+  reqs_.push_back(Request{nullptr, peer, slot, false, false, nullptr, nullptr});
+  Request& r = reqs_.back();
+  r.comm = net_.mailbox(peer, rank_, subOf(slot))->get_async<void>(&r.got);
+  net_.posted(peer, rank_, slot);
+  net_.recv[rank_] += bytes;
+  return static_cast<int>(reqs_.size() - 1);
+}
+
+int SimExchange::irecvAny(const std::vector<int>&, void*, size_t, uint64_t) {
+  throw Error("simulated exchange: receive-from-any is not simulated (no collective uses it)");
+}
+
+void SimExchange::wait(int req) {
+  if (req < 0) return;
+  Request& r = reqs_[req];
+  if (r.done) return;
+  if (r.send) r.sent_sem->acquire();
+  else r.comm->wait();
+  r.done = true;
+  if (!r.send && reinterpret_cast<uintptr_t>(r.got) != r.slot)
+    throw Error("simulated exchange: rank " + std::to_string(rank_) + " expected slot " + std::to_string(r.slot) +
+                " from rank " + std::to_string(r.peer) + " but the next message on that path has slot " +
+                std::to_string(reinterpret_cast<uintptr_t>(r.got)) +
+                " (the algorithm posts one namespace's messages between two ranks in a different order on each side)");
+}
+
+void SimExchange::waitAll() {
+  for (size_t i = 0; i < reqs_.size(); ++i) wait(static_cast<int>(i));
+  reqs_.clear();
+}
+
+// Host speeds are in bytes per second of reduction (platform.h: reduce_Bps), so a reduction of
+// n bytes is n "flops" on one of the host's cores.
+void SimExchange::reduce(void*, const void*, size_t count, comm::DType dt, comm::ReduceOp) {
+  const double bytes = static_cast<double>(count * comm::dtypeSize(dt));
+  if (bytes > 0) sg4::this_actor::execute(bytes);
+}
+
+void SimExchange::copy(void*, const void*, size_t bytes) {
+  if (bytes > 0) sg4::this_actor::execute(static_cast<double>(bytes));
+}
+
+}  // namespace lowcomm::sim

@@ -1,0 +1,94 @@
+// The simulated executor of lowcomm/comm/exchange.h (private to the sim layer): messages are
+// SimGrid communications between the ranks' actors, reductions and copies are computations on
+// the rank's host. Buffers are never read or written.
+#pragma once
+
+#include <simgrid/s4u.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "lowcomm/comm/exchange.h"
+
+namespace lowcomm::sim {
+
+// What all ranks of one simulation share: the mailboxes, the per-pair send queues and the
+// per-rank counters. Actors run one at a time (SimGrid's contexts), so the queues need no lock;
+// a pair's sender sleeps on a semaphore counting the events that may have made a message ready.
+//
+// A pair of ranks talks over one connection (Gloo: one TCP socket per pair), so its messages
+// go one at a time: a message is transferred once its receiver has posted the matching receive
+// and no other message of the pair is on the wire; among ready messages the one posted first
+// goes first. A daemon "sender" actor per pair, on the sender's host, does that.
+class SimNetwork {
+ public:
+  SimNetwork(std::vector<simgrid::s4u::Host*> host_of_rank, std::vector<int> node_of);
+  // The mailbox of messages from `src` to `dst` in slot namespace `sub` (algorithms post the
+  // messages of one namespace between two ranks in the same order on both sides: checked).
+  simgrid::s4u::Mailbox* mailbox(int src, int dst, uint32_t sub);
+  bool sameNode(int a, int b) const { return node_of_[a] == node_of_[b]; }
+  int world() const { return world_; }
+
+  // Queues a message on the pair's connection; `done` is released once it has been received.
+  void enqueue(int src, int dst, uint64_t slot, uint64_t bytes, simgrid::s4u::SemaphorePtr done);
+  // The receiver of (src → dst) posted the receive of `slot`.
+  void posted(int src, int dst, uint64_t slot);
+
+  std::vector<uint64_t> sent, recv, messages;
+  uint64_t inter_node = 0;
+
+ private:
+  struct Pending {
+    uint64_t slot, bytes;
+    simgrid::s4u::SemaphorePtr done;
+  };
+  struct Pair {
+    std::deque<Pending> queue;
+    std::multiset<uint64_t> posted;
+    simgrid::s4u::SemaphorePtr events;
+  };
+  Pair& pair(int src, int dst);
+  void sender(int src, int dst, Pair& p);
+
+  int world_;
+  std::vector<simgrid::s4u::Host*> host_of_;
+  std::vector<int> node_of_;
+  std::unordered_map<uint64_t, simgrid::s4u::Mailbox*> boxes_;
+  std::unordered_map<uint64_t, std::unique_ptr<Pair>> pairs_;
+};
+
+class SimExchange final : public comm::Exchange {
+ public:
+  SimExchange(SimNetwork& net, int rank, uint32_t seq) : Exchange(seq), net_(net), rank_(rank) {}
+  ~SimExchange() override = default;
+
+  int isend(int peer, const void* ptr, size_t bytes, uint64_t slot) override;
+  int irecv(int peer, void* ptr, size_t bytes, uint64_t slot) override;
+  // Not used by any collective; throws.
+  int irecvAny(const std::vector<int>& peers, void* ptr, size_t bytes, uint64_t slot) override;
+  int peerOf(int req) const override { return reqs_[req].peer; }
+  void wait(int req) override;
+  void waitAll() override;
+  void reduce(void* dst, const void* src, size_t count, comm::DType dt, comm::ReduceOp op) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+
+ private:
+  struct Request {
+    simgrid::s4u::CommPtr comm;
+    int peer;
+    uint64_t slot;
+    bool send;
+    bool done = false;
+    void* got = nullptr;                    // a receive's payload: the sender's slot
+    simgrid::s4u::SemaphorePtr sent_sem;    // a send's completion
+  };
+  SimNetwork& net_;
+  int rank_;
+  std::deque<Request> reqs_;  // stable addresses: `got` is written when a receive completes
+};
+
+}  // namespace lowcomm::sim

@@ -1,0 +1,211 @@
+// The simulator runs the communicator's own algorithms: per-rank bytes and messages equal the
+// traffic meter's on real Gloo pairs (ranks as threads, worlds 2..6), every algorithm keeps its
+// message order at every world size up to 64, the closed forms hold (ring 2(n-1)/n, ...), and on
+// an uncontended star the simulated time is the alpha-beta value exactly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "comm/harness.h"
+#include "lowcomm/base/error.h"
+#include "lowcomm/sim/collectives.h"
+
+using namespace lowcomm;
+using namespace lowcomm::sim;
+
+namespace {
+
+PlatformSpec star(int nodes, int ppn, double gbit) {
+  PlatformSpec p;
+  p.nodes = nodes;
+  p.ppn = ppn;
+  p.link_Bps = gbit * 1e9 / 8;
+  p.reduce_Bps = 1e15;  // reductions free: only the network counts
+  return p;
+}
+
+CollectiveSpec spec(const std::string& op, comm::Algo algo, size_t bytes) {
+  CollectiveSpec s;
+  s.op = op;
+  s.algo = algo;
+  s.bytes = bytes;
+  return s;
+}
+
+// Per-rank bytes and messages sent by the real communicator for the same call.
+struct Real {
+  std::vector<uint64_t> sent, messages;
+};
+
+Real realRun(int n, const CollectiveSpec& s) {
+  comm::CommOptions opts;
+  opts.shm = comm::ShmMode::off;  // the network algorithms, as on separate nodes
+  opts.allreduce_algo = s.algo;
+  opts.segment_bytes = s.segment_bytes;
+  opts.group_size = s.group_size;
+  auto comms = test::makeComms(n, opts);
+  Real out{std::vector<uint64_t>(n), std::vector<uint64_t>(n)};
+  const size_t count = s.bytes / 4;
+  test::onRanks(n, [&](int r) {
+    auto& c = *comms[r];
+    c.meter().reset();
+    std::vector<float> buf(count, 1.0f), out_buf(count);
+    if (s.op == "allreduce") c.allreduce(buf.data(), count, comm::DType::f32, comm::ReduceOp::sum, s.algo);
+    else if (s.op == "allgather") c.allgather(buf.data() + r * (count / n), buf.data(), count / n, comm::DType::f32);
+    else if (s.op == "reduce_scatter")
+      c.reduceScatter(buf.data(), out_buf.data(), count / n, comm::DType::f32, comm::ReduceOp::sum);
+    else if (s.op == "broadcast") c.broadcast(buf.data(), count, comm::DType::f32, s.root);
+    else if (s.op == "alltoall") c.alltoall(buf.data(), out_buf.data(), count / n, comm::DType::f32);
+    const auto snap = c.meter().snapshot();
+    out.sent[r] = snap.total.bytes_sent;
+    out.messages[r] = snap.total.messages_sent;
+  });
+  return out;
+}
+
+}  // namespace
+
+TEST(SimCollectives, SameBytesAndMessagesAsTheRealCommunicator) {
+  struct Case {
+    const char* op;
+    comm::Algo algo;
+    size_t bytes;
+    int group;
+  };
+  const std::vector<Case> cases = {
+      {"allreduce", comm::Algo::ring, 3u << 20, 0},     {"allreduce", comm::Algo::ring, 4000, 0},
+      {"allreduce", comm::Algo::halving_doubling, 6000, 0}, {"allreduce", comm::Algo::ordered, 600000, 0},
+      {"allgather", comm::Algo::ring, 2u << 20, 0},     {"reduce_scatter", comm::Algo::ring, 3u << 20, 0},
+      {"broadcast", comm::Algo::ring, 5u << 20, 0},     {"alltoall", comm::Algo::ring, 1u << 20, 0}};
+  for (int n : {2, 3, 4, 6}) {
+    for (const auto& c : cases) {
+      auto s = spec(c.op, c.algo, c.bytes / (4 * n) * (4 * n));
+      s.segment_bytes = 256 << 10;
+      if (std::string(c.op) == "broadcast") s.root = n - 1;
+      SCOPED_TRACE(std::string(c.op) + "/" + comm::algoName(c.algo) + " n=" + std::to_string(n));
+      const auto sim = simulateCollective(star(n, 1, 1), s);
+      const auto real = realRun(n, s);
+      EXPECT_EQ(sim.bytes_sent, real.sent);
+      EXPECT_EQ(sim.messages_sent, real.messages);
+    }
+  }
+}
+
+TEST(SimCollectives, HierarchicalMatchesTheRealCommunicatorOnTwoByTwo) {
+  auto s = spec("allreduce", comm::Algo::hierarchical, 1u << 20);
+  s.group_size = 2;
+  const auto sim = simulateCollective(star(2, 2, 1), s);
+  const auto real = realRun(4, s);
+  EXPECT_EQ(sim.bytes_sent, real.sent);
+  EXPECT_EQ(sim.messages_sent, real.messages);
+  // Only the group leaders' exchange crosses nodes: less than a flat ring's inter-node bytes.
+  const auto flat = simulateCollective(star(2, 2, 1), spec("allreduce", comm::Algo::ring, 1u << 20));
+  EXPECT_LT(sim.inter_node_bytes, flat.inter_node_bytes);
+}
+
+// Every algorithm's message order holds at every world size (a mismatch throws), and the
+// per-rank bytes follow the closed forms.
+TEST(SimCollectives, ClosedFormsUpTo64Ranks) {
+  for (int n : {1, 2, 3, 5, 7, 8, 9, 16, 33, 64}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const size_t S = static_cast<size_t>(n) * 4 * 1024;  // divides evenly
+    auto ring = simulateCollective(star(n, 1, 1), spec("allreduce", comm::Algo::ring, S));
+    auto ag = simulateCollective(star(n, 1, 1), spec("allgather", comm::Algo::ring, S));
+    auto rs = simulateCollective(star(n, 1, 1), spec("reduce_scatter", comm::Algo::ring, S));
+    auto a2a = simulateCollective(star(n, 1, 1), spec("alltoall", comm::Algo::ring, S));
+    auto bc = simulateCollective(star(n, 1, 1), spec("broadcast", comm::Algo::ring, S));
+    auto hd = simulateCollective(star(n, 1, 1), spec("allreduce", comm::Algo::halving_doubling, S));
+    auto bar = simulateCollective(star(n, 1, 1), spec("barrier", comm::Algo::ring, 0));
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(ring.bytes_sent[r], 2 * (n - 1) * S / n) << r;
+      EXPECT_EQ(ag.bytes_sent[r], (n - 1) * S / n) << r;
+      EXPECT_EQ(rs.bytes_sent[r], (n - 1) * S / n) << r;
+      EXPECT_EQ(a2a.bytes_sent[r], (n - 1) * S / n) << r;
+    }
+    // A broadcast delivers S to every rank but the root, whatever the tree.
+    EXPECT_EQ(std::accumulate(bc.bytes_recv.begin(), bc.bytes_recv.end(), uint64_t{0}), (n - 1) * S);
+    // Halving-doubling moves at least the ring's bytes in total (equal for powers of two).
+    const auto total = [](const std::vector<uint64_t>& v) { return std::accumulate(v.begin(), v.end(), uint64_t{0}); };
+    EXPECT_GE(total(hd.bytes_sent), total(ring.bytes_sent));
+    if ((n & (n - 1)) == 0) {
+      EXPECT_EQ(total(hd.bytes_sent), total(ring.bytes_sent));
+    }
+    EXPECT_EQ(total(bar.bytes_sent) > 0, n > 1);
+  }
+}
+
+// One segment per chunk, free reductions, no contention: each of the 2(n-1) ring steps moves S/n
+// over two links (host to switch to host) with their latency.
+TEST(SimCollectives, RingTimeIsTheAlphaBetaValueOnAStar) {
+  for (int n : {2, 4, 8}) {
+    for (double gbit : {0.1, 1.0}) {
+      const size_t S = 16u << 20;
+      auto s = spec("allreduce", comm::Algo::ring, S);
+      s.segment_bytes = S;
+      const auto p = star(n, 1, gbit);
+      const auto r = simulateCollective(p, s);
+      const double expect = 2.0 * (n - 1) * (static_cast<double>(S) / n / p.link_Bps + 2 * p.link_latency_s);
+      EXPECT_NEAR(r.time_s / expect, 1.0, 1e-6) << "n=" << n << " " << gbit << " Gbit/s";
+    }
+  }
+}
+
+// Halving the bandwidth factor doubles a bandwidth-bound collective's time.
+TEST(SimCollectives, BandwidthFactorScalesTime) {
+  auto p = star(4, 1, 1);
+  p.link_latency_s = 0;
+  const auto s = spec("allgather", comm::Algo::ring, 8u << 20);
+  const double full = simulateCollective(p, s).time_s;
+  p.bandwidth_factor = 0.5;
+  EXPECT_NEAR(simulateCollective(p, s).time_s / full, 2.0, 1e-6);
+}
+
+// Reductions cost time on the host's cores: a slow reduction makes the ring slower.
+TEST(SimCollectives, ReductionsCostTime) {
+  auto p = star(4, 1, 1);
+  const auto s = spec("allreduce", comm::Algo::ring, 8u << 20);
+  const double fast = simulateCollective(p, s).time_s;
+  p.reduce_Bps = 1e8;
+  EXPECT_GT(simulateCollective(p, s).time_s, fast * 1.2);
+}
+
+TEST(SimCollectives, BadInputIsAConfigErrorNamingIt) {
+  const auto p = star(4, 1, 1);
+  auto expectError = [&](const CollectiveSpec& s, const std::string& needle) {
+    try {
+      simulateCollective(p, s);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expectError(spec("gather", comm::Algo::ring, 64), "gather");
+  expectError(spec("allreduce", comm::Algo::tree, 64), "tree");
+  expectError(spec("allreduce", comm::Algo::ring, 66), "66 bytes");
+  expectError(spec("allreduce", comm::Algo::hierarchical, 64), "hier");
+  auto b = spec("broadcast", comm::Algo::ring, 64);
+  b.root = 9;
+  expectError(b, "root 9");
+  EXPECT_THROW(parseSetting("4x1"), ConfigError);
+  EXPECT_THROW(parseSetting("4x1@100mbps"), ConfigError);
+  EXPECT_THROW(parseSetting("0x1@1gbit"), ConfigError);
+  const auto q = parseSetting("2x2@100mbit");
+  EXPECT_EQ(q.world(), 4);
+  EXPECT_DOUBLE_EQ(q.link_Bps, 100e6 / 8);
+}
+
+// A pair of ranks shares one connection (messages one at a time), so a segmented binomial
+// broadcast streams: on 4 ranks the root sends the buffer twice, 2 S / B in all, not the 3 S / B
+// that all segments sharing the root's link at once would take.
+TEST(SimCollectives, SegmentedBroadcastStreamsThroughTheTree) {
+  auto p = star(4, 1, 1);
+  p.link_latency_s = 0;
+  auto s = spec("broadcast", comm::Algo::ring, 16u << 20);
+  s.segment_bytes = 256 << 10;
+  const double t = simulateCollective(p, s).time_s;
+  const double two = 2.0 * static_cast<double>(s.bytes) / p.link_Bps;
+  EXPECT_GT(t, two);
+  EXPECT_LT(t, two * 1.05);
+}
