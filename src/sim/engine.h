@@ -17,7 +17,8 @@ struct SimPlatform {
 };
 
 // Network model: max-min fair sharing of every link (SimGrid's CM02 without cross-traffic),
-// links at link_Bps × bandwidth_factor; a host's speed is reduce_Bps per core.
+// links at link_Bps × bandwidth_factor, a loopback link of loopback_Bps per node for its ranks'
+// traffic; a host's speed is reduce_Bps per core.
 SimPlatform buildPlatform(const PlatformSpec& p);
 
 }  // namespace lowcomm::sim

@@ -63,8 +63,6 @@ SimPlatform buildPlatform(const PlatformSpec& p) {
   // Before the first zone: the model cannot change once a platform exists.
   sg4::Engine::set_config("network/model:CM02");
   sg4::Engine::set_config("network/crosstraffic", false);
-  sg4::Engine::set_config("network/loopback-bw", p.loopback_Bps);
-  sg4::Engine::set_config("network/loopback-lat", p.loopback_latency_s);
   auto* zone = sg4::create_star_zone("cluster");
   for (int i = 0; i < p.nodes; ++i) {
     auto* host = zone->create_host("node" + std::to_string(i), p.reduce_Bps);
@@ -73,6 +71,11 @@ SimPlatform buildPlatform(const PlatformSpec& p) {
     link->set_latency(p.link_latency_s);
     zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
                     {sg4::LinkInRoute(link, sg4::LinkInRoute::Direction::UP)}, true);
+    // Ranks of one node talk through its loopback (one shared link: the memory system), never
+    // through the node's network link (a star zone's default route to itself is up and down it).
+    auto* loop = zone->create_link("loopback" + std::to_string(i), p.loopback_Bps);
+    loop->set_latency(p.loopback_latency_s);
+    zone->add_route(host->get_netpoint(), host->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(loop)}, false);
     out.hosts.push_back(host);
   }
   zone->seal();

@@ -209,3 +209,15 @@ TEST(SimCollectives, SegmentedBroadcastStreamsThroughTheTree) {
   EXPECT_GT(t, two);
   EXPECT_LT(t, two * 1.05);
 }
+
+// Ranks of one node talk through its loopback, not its network link: on 2 nodes x 2 the ring
+// (two of its four hops inside a node) takes no longer than on 4 nodes x 1, and the
+// hierarchical allreduce, which sends less between the nodes, is faster than both.
+TEST(SimCollectives, TrafficInsideANodeStaysOffItsLink) {
+  auto s = spec("allreduce", comm::Algo::ring, 16u << 20);
+  const double flat4 = simulateCollective(star(4, 1, 1), s).time_s;
+  const double ring22 = simulateCollective(star(2, 2, 1), s).time_s;
+  EXPECT_LT(ring22, flat4 * 1.01);
+  s.algo = comm::Algo::hierarchical;
+  EXPECT_LT(simulateCollective(star(2, 2, 1), s).time_s, ring22 * 0.9);
+}
