@@ -12,6 +12,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/sim/calibrate.h"
 #include "lowcomm/sim/collectives.h"
 
 namespace lowcomm::cli {
@@ -34,7 +35,8 @@ size_t roundedBytes(const std::string& op, size_t bytes, size_t es, int n) {
 
 int simulateCollectives(int argc, char** argv) {
   sim::PlatformSpec p;
-  std::string setting = "4x1@1gbit", sizes = "4B:256MiB", ops = "allreduce", algos = "ring,hd", dtype = "f32", json;
+  std::string setting = "4x1@1gbit", sizes = "4B:256MiB", ops = "allreduce", algos = "ring,hd", dtype = "f32", json,
+              calibration;
   double latency_us = p.link_latency_s * 1e6, reduce_gbps = p.reduce_Bps / 1e9, loopback_gbps = p.loopback_Bps / 1e9;
   size_t segment = 1 << 20;
   int group_size = 0;
@@ -53,14 +55,21 @@ int simulateCollectives(int argc, char** argv) {
   app.add_option("--loopback-gbps", loopback_gbps, "bandwidth between ranks of one node, GB/s")->capture_default_str();
   app.add_option("--cores", p.cores, "cores per node")->capture_default_str();
   app.add_option("--json", json, "write all rows to this JSON file");
+  app.add_option("--calibration", calibration,
+                 "a `simulate calibrate` output: its bandwidth factor, latency and host values replace the options");
   if (!parseArgs(app, argc, argv)) return 0;
   const auto parsed = sim::parseSetting(setting);
+  if (!calibration.empty()) {
+    p = sim::loadCalibration(calibration);
+    latency_us = p.link_latency_s * 1e6;
+  } else {
+    p.link_latency_s = latency_us * 1e-6;
+    p.reduce_Bps = reduce_gbps * 1e9;
+    p.loopback_Bps = loopback_gbps * 1e9;
+  }
   p.nodes = parsed.nodes;
   p.ppn = parsed.ppn;
   p.link_Bps = parsed.link_Bps;
-  p.link_latency_s = latency_us * 1e-6;
-  p.reduce_Bps = reduce_gbps * 1e9;
-  p.loopback_Bps = loopback_gbps * 1e9;
   sim::validate(p);
   const auto dt = comm::parseDType(dtype);
   const size_t es = comm::dtypeSize(dt);
@@ -106,15 +115,52 @@ int simulateCollectives(int argc, char** argv) {
   return 0;
 }
 
+void printCalibration(const sim::Calibration& c) {
+  std::printf("#%11s %15s %9s %14s %14s %8s\n", "size (B)", "op", "algo", "measured_us", "simulated_us", "error");
+  for (const auto& r : c.rows)
+    std::printf("%12zu %15s %9s %14.1f %14.1f %7.1f%%\n", r.measured.bytes, r.measured.op.c_str(), r.measured.algo.c_str(),
+                r.measured.time_s * 1e6, r.simulated_s * 1e6, r.error * 100);
+  std::printf("# mean |error| %.1f %%, max %.1f %%\n", c.mean_abs_error * 100, c.max_abs_error * 100);
+}
+
+// Fits the links' achieved rate and latency to `bench collectives --cluster` rows of one setting.
+int simulateCalibrate(int argc, char** argv) {
+  std::string setting, measured, out;
+  size_t segment = 1 << 20;
+  sim::PlatformSpec p;
+  bool fit = true;
+  CLI::App app{"Fit the simulated links to measured collectives (bench collectives --cluster ... --json FILE)"};
+  app.add_option("--setting", setting, "the setting the rows were measured on, NODESxPROCS@RATE")->required();
+  app.add_option("--measured", measured, "bench collectives --json output")->required();
+  app.add_option("--segment", segment, "the --segment the rows were measured with, bytes")->capture_default_str();
+  app.add_option("--cores", p.cores, "cores per node")->capture_default_str();
+  app.add_option("--out", out, "write the fitted platform here (JSON; simulate collectives --calibration)");
+  app.add_flag("!--no-fit", fit, "only compare (validation of the current values)");
+  if (!parseArgs(app, argc, argv)) return 0;
+  const auto parsed = sim::parseSetting(setting);
+  p.nodes = parsed.nodes;
+  p.ppn = parsed.ppn;
+  p.link_Bps = parsed.link_Bps;
+  const auto rows = sim::readMeasured(measured);
+  const auto c = fit ? sim::calibrate(p, rows, segment) : sim::evaluate(p, rows, segment);
+  std::printf("# %s: bandwidth factor %.4f (links at %.1f Mbit/s), latency %.1f us per link (%zu rows)\n",
+              setting.c_str(), c.platform.bandwidth_factor, c.platform.link_Bps * c.platform.bandwidth_factor * 8 / 1e6,
+              c.platform.link_latency_s * 1e6, rows.size());
+  printCalibration(c);
+  if (!out.empty()) sim::saveCalibration(out, setting, c);
+  return 0;
+}
+
 }  // namespace
 
 int cmdSimulate(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::cout << "usage: lowcomm simulate collectives [options]   (see --help)\n";
+    std::cout << "usage: lowcomm simulate collectives|calibrate [options]   (see --help)\n";
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "collectives")) return simulateCollectives(argc - 1, argv + 1);
-  throw ConfigError(std::string("unknown simulation '") + argv[1] + "' (expected: collectives)");
+  if (!std::strcmp(argv[1], "calibrate")) return simulateCalibrate(argc - 1, argv + 1);
+  throw ConfigError(std::string("unknown simulation '") + argv[1] + "' (expected: collectives, calibrate)");
 }
 
 }  // namespace lowcomm::cli

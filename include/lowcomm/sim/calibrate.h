@@ -1,0 +1,52 @@
+// Fitting the simulated platform to measured collectives (`lowcomm simulate calibrate`): the
+// rows of `lowcomm bench collectives --cluster ... --json` on one setting give the links'
+// achieved rate (bandwidth_factor) and per-link latency that make the simulation match them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lowcomm/sim/collectives.h"
+#include "lowcomm/sim/platform.h"
+
+namespace lowcomm::sim {
+
+// One measured collective call: `bench collectives` JSON row (backend "lowcomm").
+struct MeasuredRow {
+  std::string op, algo;
+  size_t bytes = 0;
+  double time_s = 0;
+};
+
+struct CalibrationRow {
+  MeasuredRow measured;
+  double simulated_s = 0;
+  double error = 0;  // (simulated − measured) / measured
+};
+
+struct Calibration {
+  PlatformSpec platform;  // the fitted values in bandwidth_factor and link_latency_s
+  std::vector<CalibrationRow> rows;
+  double mean_abs_error = 0, max_abs_error = 0;
+};
+
+// Reads a `bench collectives --json` file: the rows of backend "lowcomm" (c10d rows are skipped).
+// Throws ConfigError naming the file for anything that is not such a file.
+std::vector<MeasuredRow> readMeasured(const std::string& path);
+
+// The spec the simulator runs for a measured row (same op, algorithm and bytes).
+CollectiveSpec specFor(const MeasuredRow& row, const PlatformSpec& p, size_t segment_bytes);
+
+// Fits bandwidth_factor (to the rows of at least 1 MiB) and link_latency_s (to the smaller ones)
+// by minimising the mean squared relative error, starting from `start`.
+Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>& rows, size_t segment_bytes);
+
+// Simulates every row on `p` and reports the errors (no fitting): validation.
+Calibration evaluate(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t segment_bytes);
+
+// The fitted platform as JSON ({setting fields, bandwidth_factor, link_latency_s, rows, errors})
+// and back; load throws ConfigError naming the file and key.
+void saveCalibration(const std::string& path, const std::string& setting, const Calibration& c);
+PlatformSpec loadCalibration(const std::string& path);
+
+}  // namespace lowcomm::sim

@@ -1,0 +1,188 @@
+#include "lowcomm/sim/calibrate.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+
+#include "lowcomm/base/error.h"
+
+namespace lowcomm::sim {
+
+namespace {
+
+bool simulated(const std::string& op, const std::string& algo) {
+  if (op == "allreduce") return algo == "ring" || algo == "hd" || algo == "hier" || algo == "ordered";
+  if (op == "broadcast") return algo == "tree";
+  if (op == "alltoall") return algo == "pairwise";
+  return (op == "allgather" || op == "reduce_scatter") && algo == "ring";
+}
+
+// Minimum of f on [lo, hi] (unimodal), golden-section search.
+double goldenMin(const std::function<double(double)>& f, double lo, double hi, int iters) {
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  double a = lo, b = hi, c = b - g * (b - a), d = a + g * (b - a);
+  double fc = f(c), fd = f(d);
+  for (int i = 0; i < iters; ++i) {
+    if (fc < fd) {
+      b = d, d = c, fd = fc, c = b - g * (b - a), fc = f(c);
+    } else {
+      a = c, c = d, fc = fd, d = a + g * (b - a), fd = f(d);
+    }
+  }
+  return (a + b) / 2;
+}
+
+// Mean squared log error of the rows selected by `use`, simulated on p.
+double loss(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t seg,
+            const std::function<bool(const MeasuredRow&)>& use) {
+  double sum = 0;
+  int k = 0;
+  for (const auto& r : rows) {
+    if (!use(r)) continue;
+    const double t = simulateCollective(p, specFor(r, p, seg)).time_s;
+    const double e = std::log(t / r.time_s);
+    sum += e * e;
+    ++k;
+  }
+  return k ? sum / k : 0;
+}
+
+}  // namespace
+
+std::vector<MeasuredRow> readMeasured(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw ConfigError("cannot read measured collectives '" + path + "'");
+  nlohmann::json j;
+  try {
+    f >> j;
+  } catch (const std::exception& e) {
+    throw ConfigError("'" + path + "' is not JSON: " + e.what());
+  }
+  if (!j.is_array()) throw ConfigError("'" + path + "' is not a `bench collectives --json` file (expected an array of rows)");
+  std::vector<MeasuredRow> out;
+  for (const auto& row : j) {
+    for (const char* key : {"op", "algo", "backend", "bytes", "time_us"})
+      if (!row.contains(key)) throw ConfigError("'" + path + "': a row has no '" + key + "'");
+    if (row["backend"] != "lowcomm" || !simulated(row["op"], row["algo"])) continue;
+    out.push_back({row["op"], row["algo"], row["bytes"].get<size_t>(), row["time_us"].get<double>() * 1e-6});
+  }
+  if (out.empty())
+    throw ConfigError("'" + path + "' has no rows the simulator can replay (backend lowcomm; ring, hd, hier, ordered, tree "
+                      "or pairwise; `auto` and `shm` rows are skipped)");
+  return out;
+}
+
+CollectiveSpec specFor(const MeasuredRow& row, const PlatformSpec& p, size_t segment_bytes) {
+  CollectiveSpec s;
+  s.op = row.op;
+  s.algo = row.op == "allreduce" ? comm::parseAlgo(row.algo) : comm::Algo::ring;
+  const size_t unit = (row.op == "allgather" || row.op == "reduce_scatter" || row.op == "alltoall")
+                          ? 4 * static_cast<size_t>(p.world())
+                          : 4;
+  s.bytes = std::max(unit, row.bytes / unit * unit);
+  s.segment_bytes = segment_bytes;
+  return s;
+}
+
+Calibration evaluate(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t segment_bytes) {
+  Calibration c;
+  c.platform = p;
+  double sum = 0;
+  for (const auto& r : rows) {
+    CalibrationRow out{r, simulateCollective(p, specFor(r, p, segment_bytes)).time_s, 0};
+    out.error = (out.simulated_s - r.time_s) / r.time_s;
+    sum += std::abs(out.error);
+    c.max_abs_error = std::max(c.max_abs_error, std::abs(out.error));
+    c.rows.push_back(out);
+  }
+  c.mean_abs_error = rows.empty() ? 0 : sum / static_cast<double>(rows.size());
+  return c;
+}
+
+Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>& rows, size_t segment_bytes) {
+  PlatformSpec p = start;
+  const auto large = [](const MeasuredRow& r) { return r.bytes >= (1u << 20); };
+  const auto small = [](const MeasuredRow& r) { return r.bytes < (1u << 20); };
+  const bool any_large = std::any_of(rows.begin(), rows.end(), large);
+  const bool any_small = std::any_of(rows.begin(), rows.end(), small);
+  for (int round = 0; round < 2; ++round) {
+    if (any_large)
+      p.bandwidth_factor = goldenMin(
+          [&](double f) {
+            PlatformSpec q = p;
+            q.bandwidth_factor = f;
+            return loss(q, rows, segment_bytes, large);
+          },
+          0.3, 1.2, 18);
+    if (any_small)
+      p.link_latency_s = goldenMin(
+          [&](double lat) {
+            PlatformSpec q = p;
+            q.link_latency_s = lat;
+            return loss(q, rows, segment_bytes, small);
+          },
+          0.0, 2e-3, 18);
+  }
+  return evaluate(p, rows, segment_bytes);
+}
+
+void saveCalibration(const std::string& path, const std::string& setting, const Calibration& c) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : c.rows)
+    rows.push_back({{"op", r.measured.op}, {"algo", r.measured.algo}, {"bytes", r.measured.bytes},
+                    {"measured_s", r.measured.time_s}, {"simulated_s", r.simulated_s}, {"error", r.error}});
+  const nlohmann::json j = {{"setting", setting},
+                            {"nodes", c.platform.nodes},
+                            {"ppn", c.platform.ppn},
+                            {"link_Bps", c.platform.link_Bps},
+                            {"bandwidth_factor", c.platform.bandwidth_factor},
+                            {"link_latency_s", c.platform.link_latency_s},
+                            {"loopback_Bps", c.platform.loopback_Bps},
+                            {"reduce_Bps", c.platform.reduce_Bps},
+                            {"cores", c.platform.cores},
+                            {"mean_abs_error", c.mean_abs_error},
+                            {"max_abs_error", c.max_abs_error},
+                            {"rows", rows}};
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    if (!f || !(f << j.dump(1) << "\n") || !f.flush()) throw ConfigError("cannot write calibration '" + path + "'");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError("cannot write calibration '" + path + "'");
+}
+
+PlatformSpec loadCalibration(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw ConfigError("cannot read calibration '" + path + "'");
+  nlohmann::json j;
+  try {
+    f >> j;
+  } catch (const std::exception& e) {
+    throw ConfigError("calibration '" + path + "' is not JSON: " + e.what());
+  }
+  PlatformSpec p;
+  auto num = [&](const char* key, double& out) {
+    if (!j.contains(key) || !j[key].is_number()) throw ConfigError("calibration '" + path + "': no number '" + key + "'");
+    out = j[key].get<double>();
+  };
+  double nodes = 0, ppn = 0, cores = 0;
+  num("nodes", nodes);
+  num("ppn", ppn);
+  num("cores", cores);
+  num("link_Bps", p.link_Bps);
+  num("bandwidth_factor", p.bandwidth_factor);
+  num("link_latency_s", p.link_latency_s);
+  num("loopback_Bps", p.loopback_Bps);
+  num("reduce_Bps", p.reduce_Bps);
+  p.nodes = static_cast<int>(nodes);
+  p.ppn = static_cast<int>(ppn);
+  p.cores = static_cast<int>(cores);
+  validate(p);
+  return p;
+}
+
+}  // namespace lowcomm::sim
