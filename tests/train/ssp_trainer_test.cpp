@@ -110,7 +110,8 @@ INSTANTIATE_TEST_SUITE_P(Bounds, SspSlowRank,
 // resume from 6 finishes with every rank on one model, within the bound.
 TEST(SspTrainer, OverlappedRunResumesFromAFence) {
   test::TempDir d;
-  const std::vector<std::string> extra = {"ssp.staleness=1", "fault.slow_rank=2", "fault.slow_factor=5"};
+  const std::vector<std::string> extra = {"ssp.staleness=1", "ssp.overlap=true", "fault.slow_rank=2",
+                                          "fault.slow_factor=5"};
   const auto a = sspRun(d.path / "a", extra);
   const auto sa = test::trainOnThreads(4, a, {});
   EXPECT_EQ(sa["ssp"]["fences"], 2);

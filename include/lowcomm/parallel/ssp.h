@@ -14,7 +14,7 @@
 //   pushed c steps once every worker has pushed at least c − s. No worker runs more than s steps
 //   ahead of the slowest, and between steps none waits for it otherwise (evaluations, fences and
 //   the final pull are points where all meet).
-// - Overlap (`ssp.overlap`, default on, any bound but 0): the push and pull after step t run on
+// - Overlap (`ssp.overlap`, default off; any bound but 0): the push and pull after step t run on
 //   a communication thread while step t + 1 computes. The answer is merged when step t + 1 has
 //   stepped its optimizer: weights = answer + this rank's own change since the push. A rank
 //   then uses an answer one step later, so servers answer a push of clock c once every worker
@@ -50,7 +50,7 @@ namespace lowcomm::parallel {
 
 struct SspOptions {
   int64_t staleness = 2;  // steps a worker may run ahead of the slowest; -1 = unbounded (asynchronous)
-  bool overlap = true;    // staleness != 0: push and pull step t while step t + 1 computes
+  bool overlap = false;   // staleness != 0: push and pull step t while step t + 1 computes
 };
 
 // Throws ConfigError naming `ssp.staleness`.

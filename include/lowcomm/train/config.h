@@ -126,7 +126,7 @@ struct TrainConfig {
   // Stale-synchronous parallel (strategy.name = "ssp"; contract in lowcomm/parallel/ssp.h).
   struct {
     int64_t staleness = 2;  // steps a rank may run ahead of the slowest; -1 = unbounded (asynchronous)
-    bool overlap = true;    // with staleness != 0: a step's push and pull run during the next step
+    bool overlap = false;   // with staleness != 0: a step's push and pull run during the next step
   } ssp;
   // A benchmark knob: one rank made slower, to see which strategies wait for it.
   struct {
