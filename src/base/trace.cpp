@@ -2,6 +2,13 @@
 
 namespace lowcomm {
 
+namespace {
+thread_local int t_lane = 0;
+}
+
+int Trace::threadLane() { return t_lane; }
+void Trace::setThreadLane(int lane) { t_lane = lane; }
+
 void Trace::complete(std::string name, std::string cat, int lane, Clock::time_point start, Clock::time_point end,
                      std::map<std::string, std::string> args) {
   if (!enabled_) return;

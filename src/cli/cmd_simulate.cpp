@@ -14,6 +14,7 @@
 #include "lowcomm/base/error.h"
 #include "lowcomm/sim/calibrate.h"
 #include "lowcomm/sim/collectives.h"
+#include "simulate_commands.h"
 
 namespace lowcomm::cli {
 
@@ -155,12 +156,15 @@ int simulateCalibrate(int argc, char** argv) {
 
 int cmdSimulate(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::cout << "usage: lowcomm simulate collectives|calibrate [options]   (see --help)\n";
+    std::cout << "usage: lowcomm simulate collectives|calibrate|replay|validate [options]   (see --help)\n";
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "collectives")) return simulateCollectives(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "calibrate")) return simulateCalibrate(argc - 1, argv + 1);
-  throw ConfigError(std::string("unknown simulation '") + argv[1] + "' (expected: collectives, calibrate)");
+  if (!std::strcmp(argv[1], "replay")) return simulateReplay(argc - 1, argv + 1);
+  if (!std::strcmp(argv[1], "validate")) return simulateValidate(argc - 1, argv + 1);
+  throw ConfigError(std::string("unknown simulation '") + argv[1] +
+                    "' (expected: collectives, calibrate, replay, validate)");
 }
 
 }  // namespace lowcomm::cli

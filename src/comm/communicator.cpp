@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <map>
+#include <exception>
 #include <thread>
 #include <gloo/context.h>
 
@@ -17,6 +19,36 @@
 namespace lowcomm::comm {
 
 namespace {
+
+// One collective call as a timeline event (Communicator::setTrace), recorded when the call
+// returns normally.
+class CallRecord {
+ public:
+  CallRecord(Trace* t, const char* op, size_t bytes, DType dt, const std::vector<int>& root_ranks)
+      : t_(t && t->enabled() ? t : nullptr), op_(op), start_(Trace::Clock::now()),
+        exceptions_(std::uncaught_exceptions()) {
+    if (!t_) return;
+    args = {{"bytes", std::to_string(bytes)}, {"dtype", dtypeName(dt)}};
+    if (!root_ranks.empty()) {
+      std::string r;
+      for (size_t i = 0; i < root_ranks.size(); ++i) r += (i ? "," : "") + std::to_string(root_ranks[i]);
+      args["ranks"] = r;
+    }
+  }
+  ~CallRecord() {
+    if (t_ && std::uncaught_exceptions() == exceptions_)
+      t_->complete(op_, "collective", Trace::threadLane(), start_, Trace::Clock::now(), std::move(args));
+  }
+  CallRecord(const CallRecord&) = delete;
+  CallRecord& operator=(const CallRecord&) = delete;
+  std::map<std::string, std::string> args;
+
+ private:
+  Trace* t_;
+  const char* op_;
+  Trace::Clock::time_point start_;
+  int exceptions_;
+};
 std::chrono::milliseconds connectTimeout(const CommOptions& o) {
   return o.connect_timeout.count() > 0 ? o.connect_timeout : o.timeout;
 }
@@ -138,6 +170,12 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
   // messages of different sizes.
   checkFingerprint("allreduce", count, dt, static_cast<int>(op) | static_cast<int>(a) << 8);
   if (size_ == 1 || count == 0) return;
+  CallRecord rec(trace_, "allreduce", count * es, dt, world_ranks_);
+  if (trace_) {
+    rec.args["algo"] = algoName(a);
+    rec.args["segment"] = std::to_string(opts_.segment_bytes);
+    if (a == Algo::hierarchical) rec.args["group_size"] = std::to_string(opts_.group_size);
+  }
   GlooExchange ex(*link_, *meter_, "allreduce", phase_, opts_.timeout, link_->nextSeq());
   const Group g = Group::world(rank_, size_);
   char* p = static_cast<char*>(buf);
@@ -166,6 +204,8 @@ void Communicator::broadcast(void* buf, size_t count, DType dt, int root) {
                       std::to_string(size_) + ")");
   checkFingerprint("broadcast", count, dt, root);
   if (size_ == 1 || count == 0) return;
+  CallRecord rec(trace_, "broadcast", count * dtypeSize(dt), dt, world_ranks_);
+  if (trace_) rec.args["root"] = std::to_string(root);
   GlooExchange ex(*link_, *meter_, "broadcast", phase_, opts_.timeout, link_->nextSeq());
   broadcastTree(ex, Group::world(rank_, size_), static_cast<char*>(buf), count * dtypeSize(dt), root,
                 opts_.segment_bytes, 0);
@@ -197,6 +237,12 @@ void Communicator::allgatherImpl(const void* send, size_t send_count, void* recv
   char* out = static_cast<char*>(recv);
   if (send_count && out + off[rank_] != send) std::memmove(out + off[rank_], send, send_count * es);
   if (size_ == 1) return;
+  CallRecord rec(std::strcmp(op, "setup") == 0 ? nullptr : trace_, "allgatherv", off[size_], dt, world_ranks_);
+  if (trace_) {
+    std::string per;
+    for (int i = 0; i < size_; ++i) per += (i ? "," : "") + std::to_string(off[i + 1] - off[i]);
+    rec.args["rank_bytes"] = per;
+  }
   GlooExchange ex(*link_, *meter_, op, phase_, opts_.timeout, link_->nextSeq());
   ringAllgather(ex, Group::world(rank_, size_), out, off, opts_.segment_bytes, 0);
 }
@@ -209,6 +255,7 @@ void Communicator::reduceScatter(const void* send, void* recv, size_t recv_count
     return;
   }
   if (recv_count == 0) return;
+  CallRecord rec(trace_, "reduce_scatter", size_ * recv_count * es, dt, world_ranks_);
   const bool in_place = static_cast<const char*>(send) + rank_ * recv_count * es == recv;
   char* work = in_place ? static_cast<char*>(recv) - rank_ * recv_count * es : link_->work().get(size_ * recv_count * es);
   if (!in_place) std::memcpy(work, send, size_ * recv_count * es);
@@ -227,6 +274,7 @@ void Communicator::reduceScatter(const void* send, void* recv, size_t recv_count
 
 void Communicator::alltoall(const void* send, void* recv, size_t count, DType dt) {
   checkFingerprint("alltoall", count, dt, 0);
+  CallRecord rec(trace_, "alltoall", size_ * count * dtypeSize(dt), dt, world_ranks_);
   GlooExchange ex(*link_, *meter_, "alltoall", phase_, opts_.timeout, link_->nextSeq());
   alltoallPairwise(ex, Group::world(rank_, size_), static_cast<const char*>(send), static_cast<char*>(recv),
                    count * dtypeSize(dt), 0);
@@ -235,6 +283,7 @@ void Communicator::alltoall(const void* send, void* recv, size_t count, DType dt
 void Communicator::barrier() {
   checkFingerprint("barrier", 0, DType::u8, 0);
   if (size_ == 1) return;
+  CallRecord rec(trace_, "barrier", 0, DType::u8, world_ranks_);
   GlooExchange ex(*link_, *meter_, "barrier", phase_, opts_.timeout, link_->nextSeq());
   barrierDissemination(ex, Group::world(rank_, size_), 0);
 }
@@ -310,6 +359,16 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   for (int i = 0; i < new_size; ++i) same[i] = link_->sameHost(members[i].second) || members[i].second == rank_;
   child->link_->setSameHost(std::move(same));
   child->detectLocality();
+  child->trace_ = trace_;
+  // Ranks of the root communicator, for the timeline (empty: the same as this child's ranks).
+  bool identity = true;
+  std::vector<int> roots(new_size);
+  for (int i = 0; i < new_size; ++i) {
+    const int parent = members[i].second;
+    roots[i] = world_ranks_.empty() ? parent : world_ranks_[parent];
+    identity = identity && roots[i] == i;
+  }
+  if (!identity) child->world_ranks_ = std::move(roots);
   return child;
 }
 
@@ -323,6 +382,7 @@ std::shared_ptr<Communicator> Communicator::joinRole(const std::string& prefix, 
   for (int i = 0; i < size; ++i) same[i] = link_->sameHost(i % size_) || i % size_ == rank_;
   child->link_->setSameHost(std::move(same));
   child->detectLocality();
+  // Not traced: 2n ranks in n processes have no place on a per-process timeline.
   return child;
 }
 

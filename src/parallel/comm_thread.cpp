@@ -1,5 +1,7 @@
 #include "comm_thread.h"
 
+#include "lowcomm/base/trace.h"
+
 namespace lowcomm::parallel {
 
 CommThread::CommThread() : thread_([this] { loop(); }) {}
@@ -32,6 +34,7 @@ void CommThread::wait() {
 }
 
 void CommThread::loop() {
+  Trace::setThreadLane(1);
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });

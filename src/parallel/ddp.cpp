@@ -163,7 +163,8 @@ void DataParallel::launchReady(bool force) {
       }
       pending_[next_launch_] = 0;
     }
-    thread_->submit([this, &bucket] {
+    const auto ready = Trace::Clock::now();
+    thread_->submit([this, &bucket, ready] {
       const auto t0 = Trace::Clock::now();
       hook_->run(*comm_, bucket);
       if (opts_.release_grads) bucket.flat = torch::Tensor();
@@ -173,7 +174,8 @@ void DataParallel::launchReady(bool force) {
         stats_.comm_s += seconds(t0, t1);
       }
       if (trace_) trace_->complete("bucket " + std::to_string(bucket.index), "comm", 1, t0, t1,
-                                   {{"bytes", std::to_string(bucket.flat.numel() * 4)}, {"hook", hook_->name()}});
+                                   {{"bytes", std::to_string(bucket_elems_[bucket.index] * 4)}, {"hook", hook_->name()},
+                                    {"queued_us", std::to_string(seconds(ready, t0) * 1e6)}});
     });
     ++next_launch_;
   }

@@ -9,6 +9,7 @@
 #include "isolated.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/algorithms.h"
+#include "run_call.h"
 #include "sim_exchange.h"
 
 namespace lowcomm::sim {
@@ -52,45 +53,17 @@ void checkSpec(const PlatformSpec& p, const CollectiveSpec& s) {
   if (s.segment_bytes == 0) throw ConfigError("simulate: segment_bytes must be positive");
 }
 
-// One rank's part of the call: the same algorithm functions the communicator calls.
-void runRank(comm::Exchange& ex, const comm::Group& g, const PlatformSpec& p, const CollectiveSpec& s, char* buf,
-             char* out, comm::Scratch& scratch) {
-  const size_t es = comm::dtypeSize(s.dtype);
-  const size_t count = s.bytes / es;
-  const int n = g.size();
-  if (s.op == "allreduce") {
-    switch (s.algo) {
-      case Algo::halving_doubling:
-        comm::allreduceHalvingDoubling(ex, g, buf, count, s.dtype, comm::ReduceOp::sum, 0, scratch);
-        break;
-      case Algo::hierarchical:
-        comm::allreduceHierarchical(ex, g, s.group_size > 0 ? s.group_size : p.ppn, buf, count, s.dtype,
-                                    comm::ReduceOp::sum, s.segment_bytes, scratch);
-        break;
-      case Algo::ordered:
-        comm::allreduceOrdered(ex, g, buf, count, s.dtype, comm::ReduceOp::sum, s.segment_bytes, scratch);
-        break;
-      default:
-        comm::allreduceRing(ex, g, buf, count, s.dtype, comm::ReduceOp::sum, s.segment_bytes, 0, scratch);
-    }
-  } else if (s.op == "allgather") {
-    std::vector<size_t> off(n + 1);
-    for (int i = 0; i <= n; ++i) off[i] = s.bytes / n * i;
-    comm::ringAllgather(ex, g, buf, off, s.segment_bytes, 0);
-  } else if (s.op == "reduce_scatter") {
-    const size_t per = count / n;
-    std::vector<size_t> off(n + 1);
-    for (int i = 0; i <= n; ++i) off[i] = per * i;
-    comm::ringReduceScatter(ex, g, buf, off, s.dtype, comm::ReduceOp::sum, comm::segmentElems(s.segment_bytes, es, per),
-                            0, scratch.get(comm::ringScratchBytes(off, es)));
-  } else if (s.op == "broadcast") {
-    comm::broadcastTree(ex, g, buf, s.bytes, s.root, s.segment_bytes, 0);
-  } else if (s.op == "alltoall") {
-    comm::alltoallPairwise(ex, g, buf, out, s.bytes / n, 0);
-  } else {
-    comm::barrierDissemination(ex, g, 0);
-  }
-  ex.waitAll();
+// The call as the replay records it: allgather is an allgatherv of equal parts.
+CallSpec callOf(const CollectiveSpec& s) {
+  CallSpec c;
+  c.op = s.op == "allgather" ? "allgatherv" : s.op;
+  c.algo = s.algo;
+  c.bytes = s.bytes;
+  c.dtype = s.dtype;
+  c.segment_bytes = s.segment_bytes;
+  c.group_size = s.group_size;
+  c.root = s.root;
+  return c;
 }
 
 CollectiveResult runSimulation(const PlatformSpec& p, const CollectiveSpec& s) {
@@ -106,6 +79,7 @@ CollectiveResult runSimulation(const PlatformSpec& p, const CollectiveSpec& s) {
   std::unique_ptr<char[]> buf(new char[std::max<size_t>(s.bytes, 1)]);
   std::unique_ptr<char[]> out(new char[std::max<size_t>(s.bytes, 1)]);
   comm::Scratch scratch;
+  const CallSpec call = callOf(s);
   CollectiveResult res;
   res.finish_s.assign(n, 0);
   std::string error;
@@ -113,7 +87,7 @@ CollectiveResult runSimulation(const PlatformSpec& p, const CollectiveSpec& s) {
     sg4::Actor::create("rank" + std::to_string(r), plat.hosts[node_of[r]], [&, r] {
       try {
         SimExchange ex(net, r, 1);
-        runRank(ex, comm::Group::world(r, n), p, s, buf.get(), out.get(), scratch);
+        runCall(ex, comm::Group::world(r, n), call, p.ppn, buf.get(), out.get(), scratch);
       } catch (const std::exception& e) {
         if (error.empty()) error = "rank " + std::to_string(r) + ": " + e.what();
       }

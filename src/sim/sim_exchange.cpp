@@ -17,6 +17,7 @@ SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> no
     : sent(host_of_rank.size(), 0),
       recv(host_of_rank.size(), 0),
       messages(host_of_rank.size(), 0),
+      inter_node_sent(host_of_rank.size(), 0),
       world_(static_cast<int>(host_of_rank.size())),
       host_of_(std::move(host_of_rank)),
       node_of_(std::move(node_of)) {}
@@ -59,9 +60,10 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
     const Pending msg = *ready;
     p.queue.erase(ready);
     p.posted.erase(p.posted.find(msg.slot));
-    // The payload pointer carries the slot, so the receiver can check it got the message it expects.
+    // The payload pointer carries the slot (+ 1: SimGrid refuses a null payload), so the receiver
+    // can check it got the message it expects.
     mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f)
-        ->put(reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot)), msg.bytes);
+        ->put(reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot + 1)), msg.bytes);
     msg.done->release();
   }
 }
@@ -81,7 +83,10 @@ int SimExchange::isend(int peer, const void*, size_t bytes, uint64_t slot) {
   net_.enqueue(rank_, peer, slot, bytes, done);
   net_.sent[rank_] += bytes;
   net_.messages[rank_] += 1;
-  if (!net_.sameNode(rank_, peer)) net_.inter_node += bytes;
+  if (!net_.sameNode(rank_, peer)) {
+    net_.inter_node += bytes;
+    net_.inter_node_sent[rank_] += bytes;
+  }
   reqs_.push_back(Request{nullptr, peer, slot, true, false, nullptr, nullptr});
   reqs_.back().sent_sem = std::move(done);
   return static_cast<int>(reqs_.size() - 1);
@@ -108,10 +113,10 @@ void SimExchange::wait(int req) {
   if (r.send) r.sent_sem->acquire();
   else r.comm->wait();
   r.done = true;
-  if (!r.send && reinterpret_cast<uintptr_t>(r.got) != r.slot)
+  if (!r.send && reinterpret_cast<uintptr_t>(r.got) - 1 != r.slot)
     throw Error("simulated exchange: rank " + std::to_string(rank_) + " expected slot " + std::to_string(r.slot) +
                 " from rank " + std::to_string(r.peer) + " but the next message on that path has slot " +
-                std::to_string(reinterpret_cast<uintptr_t>(r.got)) +
+                std::to_string(reinterpret_cast<uintptr_t>(r.got) - 1) +
                 " (the algorithm posts one namespace's messages between two ranks in a different order on each side)");
 }
 

@@ -39,6 +39,7 @@ class SimNetwork {
   void posted(int src, int dst, uint64_t slot);
 
   std::vector<uint64_t> sent, recv, messages;
+  std::vector<uint64_t> inter_node_sent;  // per rank: sent to a rank of another node
   uint64_t inter_node = 0;
 
  private:

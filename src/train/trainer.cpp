@@ -75,6 +75,11 @@ struct Window {
 class TrainingRun {
  public:
   TrainingRun(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> world, const TrainOptions& opts);
+  ~TrainingRun() {
+    if (world_) world_->setTrace(nullptr);
+  }
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
   nlohmann::json run();
 
  private:
@@ -186,12 +191,15 @@ void TrainingRun::build() {
   fs::create_directories(out_dir_, ec);
   if (ec) throw ConfigError("cannot create logging.out_dir '" + out_dir_.string() + "': " + ec.message());
   if (rank_ == 0) writeFileAtomically((out_dir_ / "config.toml").string(), toToml(cfg_));
+  trace_.setEnabled(!opts_.timeline_path.empty());
+  // Every collective of the run (also of the grid's and the strategy's splits) on the timeline,
+  // for `lowcomm simulate replay`; detached when the run ends (the world outlives it).
+  if (trace_.enabled()) world_->setTrace(&trace_);
   buildModel();
   if (rank_ == 0 && cfg_.model.autocast == "bf16" && !cpuRunsBf16Fast())
     std::fprintf(stderr, "warning: model.autocast = \"bf16\" on a CPU without AVX-512: LibTorch runs bf16 "
                          "convolutions through its slow fallback here (about 14x slower than \"off\" on an "
                          "AVX2-only CPU); the result is the same, only slower\n");
-  trace_.setEnabled(!opts_.timeline_path.empty());
   data::Augment aug;
   if (cfg_.data.augment) aug = data::Augment{true, train_.height() >= 32 ? 4 : 2, true};
   // data.batch_size is per rank: a replica of tp x pp ranks takes tp x pp of them, so every grid

@@ -29,6 +29,11 @@ class Trace {
                 std::map<std::string, std::string> args = {});
   std::vector<TraceEvent> events() const;
   Clock::time_point origin() const { return origin_; }
+  // The lane of events recorded by layers that do not know which thread calls them (the
+  // communicator's collectives): 0 unless the calling thread set another (a communication
+  // thread sets 1).
+  static int threadLane();
+  static void setThreadLane(int lane);
 
  private:
   Clock::time_point origin_;

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "lowcomm/base/trace.h"
 #include "lowcomm/comm/dtype.h"
 #include "lowcomm/comm/traffic.h"
 #include "lowcomm/net/store.h"
@@ -115,6 +116,13 @@ class Communicator {
   // communicator's traffic meter.
   std::pair<std::shared_ptr<Communicator>, std::shared_ptr<Communicator>> splitRoles();
 
+  // Records every collective call (op, algorithm, bytes, dtype; allgatherv's per-rank bytes) as a
+  // timeline event of category "collective" on the calling thread's lane (Trace::threadLane), so
+  // `lowcomm simulate replay` can rerun the calls. nullptr stops it. Communicators made by
+  // split() afterwards record to the same trace, with their members' ranks in the root
+  // communicator (arg "ranks") when those differ from their own.
+  void setTrace(Trace* trace) { trace_ = trace; }
+
   // Phase label for the traffic meter (e.g. "grad", "sync").
   void setPhase(const std::string& phase);
   const std::string& phase() const;
@@ -152,6 +160,8 @@ class Communicator {
   bool all_local_ = false;
   std::vector<int> node_of_;
   std::unique_ptr<ShmDomain> shm_;
+  Trace* trace_ = nullptr;
+  std::vector<int> world_ranks_;  // this communicator's ranks in the root one (split); empty: the same
 };
 
 }  // namespace lowcomm::comm

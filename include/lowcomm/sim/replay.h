@@ -1,0 +1,79 @@
+// Replaying a training run's timeline on a simulated platform (`lowcomm simulate replay`,
+// `lowcomm simulate validate`). A run written with `lowcomm train --timeline T` records, per
+// rank, its steps (lane 2), its compute (lane 0), every collective call with its arguments
+// (Communicator::setTrace) and, for DDP's buckets, when each became ready and what its hook did
+// on the communication thread (lane 1). The replay keeps what the rank did between collectives
+// as measured time (forward, backward, optimizer, codecs, data loading) and reruns every
+// collective with the communicator's own algorithm code on the simulated network, with the
+// same dependencies: a bucket's calls start once it was ready and the communication thread is
+// free; "wait for gradients" waits for every bucket launched so far.
+//
+// What is not replayed (counted in `unsupported`): point-to-point traffic (send/recv/exchange:
+// pipeline, gossip, the parameter server), which the timeline does not record.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lowcomm/comm/communicator.h"
+#include "lowcomm/comm/dtype.h"
+#include "lowcomm/sim/platform.h"
+
+namespace lowcomm::sim {
+
+// One collective call as recorded.
+struct CallSpec {
+  std::string op;                   // allreduce | allgatherv | reduce_scatter | broadcast | alltoall | barrier
+  comm::Algo algo = comm::Algo::ring;
+  uint64_t bytes = 0;               // the whole buffer (allgatherv: the gathered total)
+  comm::DType dtype = comm::DType::f32;
+  size_t segment_bytes = 1 << 20;
+  int group_size = 0;               // hier
+  int root = 0;                     // broadcast
+  std::vector<int> ranks;           // members (root-communicator ranks); empty = every rank
+  std::vector<uint64_t> rank_bytes; // allgatherv: each member's bytes
+};
+
+// A rank's program. main: the compute thread; buckets: what the communication thread ran for
+// each bucket, in launch order.
+struct ReplayItem {
+  enum Kind { sleep, call, launch, wait_buckets, step_begin, step_end } kind = sleep;
+  double seconds = 0;  // sleep
+  int index = -1;      // call: index into RankProgram::calls
+};
+
+struct RankProgram {
+  std::vector<ReplayItem> main;
+  std::vector<std::vector<ReplayItem>> buckets;  // sleep and call items
+  std::vector<CallSpec> calls;
+  std::vector<double> measured_step_s;  // the replayed steps' durations in the timeline
+  int unsupported_calls = 0;            // collectives on the communication thread outside a bucket
+};
+
+struct ReplayOptions {
+  int first_step = 0;  // index of the first step span replayed (0-based)
+  int steps = 0;       // how many; 0: all from first_step
+};
+
+// Reads a Chrome trace written by `lowcomm train --timeline` into one program per rank.
+// Throws ConfigError naming the file for anything else (no step spans, ranks with different
+// numbers of steps, a collective the simulator does not know).
+std::vector<RankProgram> readTimeline(const std::string& path, const ReplayOptions& opts);
+
+struct ReplayResult {
+  int ranks = 0, steps = 0;
+  double measured_step_s = 0, predicted_step_s = 0;  // means over ranks and steps
+  std::vector<double> measured_step_by_rank, predicted_step_by_rank;
+  std::vector<uint64_t> bytes_sent;        // per rank, as the traffic meter counts them
+  std::vector<uint64_t> inter_node_sent;   // per rank, the part sent to another node
+  std::vector<uint64_t> messages_sent;     // per rank
+  uint64_t calls = 0;                      // collectives replayed, all ranks
+  int unsupported_calls = 0;
+};
+
+// Replays the programs on the platform (world = programs.size(); must equal platform.world()).
+// Runs in a child process (SimGrid keeps one engine per process).
+ReplayResult replay(const PlatformSpec& platform, const std::vector<RankProgram>& programs);
+
+}  // namespace lowcomm::sim

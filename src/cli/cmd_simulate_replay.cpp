@@ -1,0 +1,186 @@
+// `lowcomm simulate replay` (one training timeline on a simulated platform) and `lowcomm
+// simulate validate` (every cluster row of a bench/e2e output directory, predicted against
+// measured).
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "cli_util.h"
+#include "lowcomm/base/error.h"
+#include "lowcomm/sim/calibrate.h"
+#include "lowcomm/sim/replay.h"
+#include "simulate_commands.h"
+
+namespace lowcomm::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The setting's nodes, processes and rate on the calibrated (or default) links.
+sim::PlatformSpec platformFor(const std::string& setting, const std::string& calibration) {
+  const auto parsed = sim::parseSetting(setting);
+  sim::PlatformSpec p = calibration.empty() ? sim::PlatformSpec{} : sim::loadCalibration(calibration);
+  p.nodes = parsed.nodes;
+  p.ppn = parsed.ppn;
+  p.link_Bps = parsed.link_Bps;
+  sim::validate(p);
+  return p;
+}
+
+double meanOf(const std::vector<uint64_t>& v) {
+  return v.empty() ? 0.0 : static_cast<double>(std::accumulate(v.begin(), v.end(), uint64_t{0})) / v.size();
+}
+
+// What the links carry besides the payload: TCP/IP and Ethernet headers per byte (segments of
+// `mss` bytes with `header` bytes each) and Gloo's own header per message.
+struct WireModel {
+  double mss = 65160;        // veth with segmentation offload: the kernel counts ~64 KiB super-packets
+  double header = 66;        // Ethernet 14 + IPv4 20 + TCP 32 (timestamps)
+  double per_message = 0;    // bytes besides the payload per message (calibrated)
+  double wire(double payload, double messages) const {
+    return payload + std::ceil(payload / mss) * header + messages * per_message;
+  }
+};
+
+void writeJson(const std::string& path, const nlohmann::json& j) {
+  if (path.empty()) return;
+  const std::string tmp = path + ".tmp";
+  std::ofstream f(tmp);
+  if (!f || !(f << j.dump(1) << "\n") || !f.flush()) throw ConfigError("cannot write --json file '" + path + "'");
+  f.close();
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError("cannot write --json file '" + path + "'");
+}
+
+void addReplayOptions(CLI::App& app, sim::ReplayOptions& o, std::string& calibration) {
+  app.add_option("--first-step", o.first_step, "the first step replayed (0-based)")->capture_default_str();
+  app.add_option("--steps", o.steps, "how many steps (0 = all)")->capture_default_str();
+  app.add_option("--calibration", calibration, "a `simulate calibrate` output (link rate factor, latency, hosts)");
+}
+
+}  // namespace
+
+int simulateReplay(int argc, char** argv) {
+  std::string timeline, setting, calibration, json;
+  sim::ReplayOptions o;
+  CLI::App app{"Replay a training run's timeline (lowcomm train --timeline) on a simulated cluster"};
+  app.add_option("--timeline", timeline, "Chrome trace written by lowcomm train --timeline")->required();
+  app.add_option("--setting", setting, "NODESxPROCS@RATE, e.g. 4x1@1gbit")->required();
+  addReplayOptions(app, o, calibration);
+  app.add_option("--json", json, "write the result here");
+  if (!parseArgs(app, argc, argv)) return 0;
+  const auto p = platformFor(setting, calibration);
+  const auto programs = sim::readTimeline(timeline, o);
+  const auto r = sim::replay(p, programs);
+  std::printf("# %s, %d steps from step %d: %llu collectives replayed%s\n", setting.c_str(), r.steps, o.first_step,
+              static_cast<unsigned long long>(r.calls),
+              r.unsupported_calls ? (", " + std::to_string(r.unsupported_calls) + " not (outside a bucket)").c_str() : "");
+  std::printf("# %4s %14s %15s %8s %14s %14s %10s\n", "rank", "measured ms", "predicted ms", "error", "sent MB",
+              "inter-node MB", "messages");
+  for (int k = 0; k < r.ranks; ++k)
+    std::printf("%6d %14.2f %15.2f %7.1f%% %14.2f %14.2f %10llu\n", k, r.measured_step_by_rank[k] * 1e3,
+                r.predicted_step_by_rank[k] * 1e3,
+                100 * (r.predicted_step_by_rank[k] - r.measured_step_by_rank[k]) / r.measured_step_by_rank[k],
+                r.bytes_sent[k] / 1e6, r.inter_node_sent[k] / 1e6, static_cast<unsigned long long>(r.messages_sent[k]));
+  std::printf("# step: measured %.2f ms, predicted %.2f ms (%+.1f %%)\n", r.measured_step_s * 1e3,
+              r.predicted_step_s * 1e3, 100 * (r.predicted_step_s - r.measured_step_s) / r.measured_step_s);
+  writeJson(json, {{"setting", setting}, {"steps", r.steps}, {"first_step", o.first_step},
+                   {"measured_step_s", r.measured_step_s}, {"predicted_step_s", r.predicted_step_s},
+                   {"measured_step_s_by_rank", r.measured_step_by_rank},
+                   {"predicted_step_s_by_rank", r.predicted_step_by_rank}, {"bytes_sent", r.bytes_sent},
+                   {"inter_node_sent", r.inter_node_sent}, {"messages_sent", r.messages_sent}, {"calls", r.calls},
+                   {"unsupported_calls", r.unsupported_calls}});
+  return 0;
+}
+
+namespace {
+
+nlohmann::json readJsonFile(const fs::path& path) {
+  std::ifstream f(path);
+  if (!f) throw ConfigError("cannot read '" + path.string() + "'");
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("'" + path.string() + "' is not JSON: " + e.what());
+  }
+}
+
+// One bench/e2e row replayed: predicted against measured, or why it was not.
+nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const sim::ReplayOptions& o,
+                           const std::string& calibration, const WireModel& wm) {
+  const std::string setting = row.at("setting"), strategy = row.at("strategy");
+  nlohmann::json out = {{"setting", setting}, {"strategy", strategy}};
+  const fs::path timeline = dir / setting / strategy / "timeline.json";
+  auto skip = [&out](const char* why) {
+    out["skipped"] = why;
+    return out;
+  };
+  if (setting.rfind("local", 0) == 0) return skip("no cluster (shared memory is not simulated)");
+  if (!fs::exists(timeline)) return skip("no timeline.json (rerun this bench/e2e row)");
+  const auto p = platformFor(setting, calibration);
+  const auto programs = sim::readTimeline(timeline.string(), o);
+  const auto r = sim::replay(p, programs);
+  const double scale = static_cast<double>(row.at("steps").get<int>()) / std::max(1, r.steps);
+  const double payload = meanOf(r.bytes_sent) * scale;
+  double inter = 0, msgs = 0;
+  for (int k = 0; k < r.ranks; ++k) {
+    inter += static_cast<double>(r.inter_node_sent[k]);
+    msgs += static_cast<double>(r.messages_sent[k]) * r.inter_node_sent[k] / std::max<uint64_t>(1, r.bytes_sent[k]);
+  }
+  const double wire = wm.wire(inter / r.ranks * scale, msgs / r.ranks * scale);
+  out.update({{"predicted_step_s", r.predicted_step_s}, {"measured_step_s", r.measured_step_s},
+              {"step_error", (r.predicted_step_s - r.measured_step_s) / r.measured_step_s},
+              {"predicted_payload_bytes", payload}, {"measured_payload_bytes", row.value("payload_bytes_per_rank", 0.0)},
+              {"steps_replayed", r.steps}, {"unsupported_calls", r.unsupported_calls}});
+  if (row.contains("wire_bytes_per_rank") && row["wire_bytes_per_rank"].is_number()) {
+    const double measured = row["wire_bytes_per_rank"];
+    out.update({{"predicted_bytes", wire}, {"measured_bytes", measured}, {"bytes_error", (wire - measured) / measured}});
+  }
+  return out;
+}
+
+}  // namespace
+
+int simulateValidate(int argc, char** argv) {
+  std::string dir, calibration, json;
+  sim::ReplayOptions o;
+  WireModel wm;
+  CLI::App app{"Predict every cluster row of a bench/e2e output directory from its timeline and compare"};
+  app.add_option("dir", dir, "bench/e2e OUT_DIR (its runs must have timeline.json)")->required();
+  addReplayOptions(app, o, calibration);
+  app.add_option("--wire-per-message", wm.per_message, "bytes on the wire per message besides payload and TCP/IP")
+      ->capture_default_str();
+  app.add_option("--json", json, "write the rows here");
+  if (!parseArgs(app, argc, argv)) return 0;
+  const auto e2e = readJsonFile(fs::path(dir) / "e2e.json");
+  if (!e2e.contains("rows") || !e2e["rows"].is_array())
+    throw ConfigError("'" + (fs::path(dir) / "e2e.json").string() + "' has no rows (not a bench/e2e output)");
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("# %-14s %-16s %11s %11s %7s %11s %11s %7s\n", "setting", "strategy", "step ms", "predicted", "error",
+              "wire MB", "predicted", "error");
+  for (const auto& row : e2e["rows"]) {
+    auto v = validateRow(dir, row, o, calibration, wm);
+    if (v.contains("skipped")) {
+      std::printf("  %-14s %-16s skipped: %s\n", v["setting"].get<std::string>().c_str(),
+                  v["strategy"].get<std::string>().c_str(), v["skipped"].get<std::string>().c_str());
+    } else {
+      const bool wire = v.contains("measured_bytes");
+      std::printf("  %-14s %-16s %11.1f %11.1f %6.1f%% %11.1f %11.1f %6.1f%%\n", v["setting"].get<std::string>().c_str(),
+                  v["strategy"].get<std::string>().c_str(), v["measured_step_s"].get<double>() * 1e3,
+                  v["predicted_step_s"].get<double>() * 1e3, v["step_error"].get<double>() * 100,
+                  wire ? v["measured_bytes"].get<double>() / 1e6 : 0.0, wire ? v["predicted_bytes"].get<double>() / 1e6 : 0.0,
+                  wire ? v["bytes_error"].get<double>() * 100 : 0.0);
+    }
+    std::fflush(stdout);
+    rows.push_back(std::move(v));
+  }
+  writeJson(json, rows);
+  return 0;
+}
+
+}  // namespace lowcomm::cli

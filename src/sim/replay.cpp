@@ -1,0 +1,179 @@
+// replay (lowcomm/sim/replay.h): every rank's compute thread and communication thread as two
+// SimGrid actors on the rank's host.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <numeric>
+
+#include "engine.h"
+#include "isolated.h"
+#include "lowcomm/base/error.h"
+#include "lowcomm/sim/replay.h"
+#include "run_call.h"
+#include "sim_exchange.h"
+
+namespace lowcomm::sim {
+
+namespace sg4 = simgrid::s4u;
+
+namespace {
+
+struct RankState {
+  sg4::SemaphorePtr launched = sg4::Semaphore::create(0);
+  sg4::SemaphorePtr finished = sg4::Semaphore::create(0);
+  int launches = 0, done = 0;
+  std::map<std::string, uint32_t> calls_in_group;  // the next call's number, per group
+  std::vector<double> step_s;
+  double step_start = 0;
+};
+
+struct Shared {
+  const PlatformSpec& platform;
+  const std::vector<RankProgram>& programs;
+  SimNetwork& net;
+  std::vector<RankState> state;
+  std::unique_ptr<char[]> buf, out;
+  comm::Scratch scratch;
+  std::map<std::string, uint32_t> group_ids;
+  std::string error;
+  uint64_t calls = 0;
+};
+
+std::string groupKey(const CallSpec& c) {
+  std::string k;
+  for (int r : c.ranks) k += std::to_string(r) + ",";
+  return k;
+}
+
+void runOne(Shared& sh, int rank, const CallSpec& c) {
+  comm::Group g;
+  if (c.ranks.empty()) {
+    g = comm::Group::world(rank, sh.net.world());
+  } else {
+    g.ranks = c.ranks;
+    auto it = std::find(c.ranks.begin(), c.ranks.end(), rank);
+    if (it == c.ranks.end())
+      throw Error("rank " + std::to_string(rank) + " replays a " + c.op + " of a group it is not in");
+    g.me = static_cast<int>(it - c.ranks.begin());
+  }
+  const std::string key = groupKey(c);
+  auto [gid, fresh] = sh.group_ids.emplace(key, static_cast<uint32_t>(sh.group_ids.size()));
+  (void)fresh;
+  // Calls of different groups must not share slots: the group's number goes into the sequence.
+  const uint32_t seq = (gid->second << 20) | (sh.state[rank].calls_in_group[key]++ & 0xfffff);
+  SimExchange ex(sh.net, rank, seq);
+  runCall(ex, g, c, sh.platform.ppn, sh.buf.get(), sh.out.get(), sh.scratch);
+  ++sh.calls;
+}
+
+void runItems(Shared& sh, int rank, const std::vector<ReplayItem>& items) {
+  const RankProgram& prog = sh.programs[rank];
+  RankState& st = sh.state[rank];
+  for (const auto& it : items) {
+    switch (it.kind) {
+      case ReplayItem::sleep:
+        if (it.seconds > 0) sg4::this_actor::sleep_for(it.seconds);
+        break;
+      case ReplayItem::call: runOne(sh, rank, prog.calls[it.index]); break;
+      case ReplayItem::launch:
+        ++st.launches;
+        st.launched->release();
+        break;
+      case ReplayItem::wait_buckets:
+        while (st.done < st.launches) st.finished->acquire();  // stale releases only loop once more
+        break;
+      case ReplayItem::step_begin: st.step_start = sg4::Engine::get_clock(); break;
+      case ReplayItem::step_end: st.step_s.push_back(sg4::Engine::get_clock() - st.step_start); break;
+    }
+  }
+}
+
+void commThread(Shared& sh, int rank) {
+  RankState& st = sh.state[rank];
+  for (const auto& bucket : sh.programs[rank].buckets) {
+    st.launched->acquire();
+    runItems(sh, rank, bucket);
+    ++st.done;
+    st.finished->release();
+  }
+}
+
+uint64_t maxBytes(const std::vector<RankProgram>& programs) {
+  uint64_t m = 1;
+  for (const auto& p : programs)
+    for (const auto& c : p.calls) m = std::max(m, c.bytes);
+  return m;
+}
+
+nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& programs) {
+  SimPlatform plat = buildPlatform(p);
+  const int n = p.world();
+  std::vector<int> node_of(n);
+  std::vector<sg4::Host*> host_of(n);
+  for (int r = 0; r < n; ++r) {
+    node_of[r] = p.nodeOf(r);
+    host_of[r] = plat.hosts[node_of[r]];
+  }
+  SimNetwork net(host_of, node_of);
+  Shared sh{p, programs, net, std::vector<RankState>(n), nullptr, nullptr, {}, {}, {}, 0};
+  // Never read or written (no data moves), so the kernel never backs them with memory.
+  const uint64_t bytes = maxBytes(programs);
+  sh.buf.reset(new char[bytes]);
+  sh.out.reset(new char[bytes]);
+  auto guarded = [&sh](int r, const char* what, auto&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      if (sh.error.empty()) sh.error = "rank " + std::to_string(r) + " (" + what + "): " + e.what();
+    }
+  };
+  for (int r = 0; r < n; ++r) {
+    sg4::Actor::create("main" + std::to_string(r), host_of[r],
+                       [&, r] { guarded(r, "compute thread", [&] { runItems(sh, r, programs[r].main); }); });
+    sg4::Actor::create("comm" + std::to_string(r), host_of[r],
+                       [&, r] { guarded(r, "communication thread", [&] { commThread(sh, r); }); });
+  }
+  plat.engine->run();
+  if (!sh.error.empty()) throw Error("simulate replay: " + sh.error);
+  nlohmann::json steps = nlohmann::json::array();
+  for (const auto& st : sh.state) steps.push_back(st.step_s);
+  return {{"steps", steps},          {"bytes_sent", net.sent},        {"inter_node_sent", net.inter_node_sent},
+          {"messages", net.messages}, {"calls", sh.calls}};
+}
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+ReplayResult replay(const PlatformSpec& platform, const std::vector<RankProgram>& programs) {
+  validate(platform);
+  if (static_cast<int>(programs.size()) != platform.world())
+    throw ConfigError("simulate replay: the timeline has " + std::to_string(programs.size()) +
+                      " ranks but the platform " + std::to_string(platform.world()) + " (nodes x ppn)");
+  const auto j = nlohmann::json::parse(runIsolated([&] { return runReplay(platform, programs).dump(); }));
+  ReplayResult r;
+  r.ranks = platform.world();
+  r.steps = static_cast<int>(programs[0].measured_step_s.size());
+  double measured = 0, predicted = 0;
+  for (int k = 0; k < r.ranks; ++k) {
+    const auto sim = j["steps"][k].get<std::vector<double>>();
+    r.measured_step_by_rank.push_back(mean(programs[k].measured_step_s));
+    r.predicted_step_by_rank.push_back(mean(sim));
+    measured += r.measured_step_by_rank.back();
+    predicted += r.predicted_step_by_rank.back();
+    r.unsupported_calls += programs[k].unsupported_calls;
+  }
+  r.measured_step_s = measured / r.ranks;
+  r.predicted_step_s = predicted / r.ranks;
+  r.bytes_sent = j["bytes_sent"].get<std::vector<uint64_t>>();
+  r.inter_node_sent = j["inter_node_sent"].get<std::vector<uint64_t>>();
+  r.messages_sent = j["messages"].get<std::vector<uint64_t>>();
+  r.calls = j["calls"];
+  return r;
+}
+
+}  // namespace lowcomm::sim

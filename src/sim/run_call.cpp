@@ -1,0 +1,71 @@
+#include "run_call.h"
+
+#include <string>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/comm/algorithms.h"
+
+namespace lowcomm::sim {
+
+using comm::Algo;
+
+namespace {
+
+void allreduce(comm::Exchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf,
+               comm::Scratch& scratch) {
+  const size_t count = c.bytes / comm::dtypeSize(c.dtype);
+  switch (c.algo) {
+    case Algo::halving_doubling:
+      comm::allreduceHalvingDoubling(ex, g, buf, count, c.dtype, comm::ReduceOp::sum, 0, scratch);
+      break;
+    case Algo::hierarchical:
+      comm::allreduceHierarchical(ex, g, c.group_size > 0 ? c.group_size : default_group, buf, count, c.dtype,
+                                  comm::ReduceOp::sum, c.segment_bytes, scratch);
+      break;
+    case Algo::ordered:
+      comm::allreduceOrdered(ex, g, buf, count, c.dtype, comm::ReduceOp::sum, c.segment_bytes, scratch);
+      break;
+    default:  // ring; shared memory (shm) is not simulated: its calls run as a ring on the node's loopback
+      comm::allreduceRing(ex, g, buf, count, c.dtype, comm::ReduceOp::sum, c.segment_bytes, 0, scratch);
+  }
+}
+
+}  // namespace
+
+void runCall(comm::Exchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf, char* out,
+             comm::Scratch& scratch) {
+  const size_t es = comm::dtypeSize(c.dtype);
+  const int n = g.size();
+  if (c.op == "allreduce") {
+    allreduce(ex, g, c, default_group, buf, scratch);
+  } else if (c.op == "allgatherv") {
+    std::vector<size_t> off(n + 1, 0);
+    if (c.rank_bytes.empty()) {
+      for (int i = 0; i <= n; ++i) off[i] = c.bytes / n * i;
+    } else {
+      if (static_cast<int>(c.rank_bytes.size()) != n)
+        throw Error("simulate: allgatherv with " + std::to_string(c.rank_bytes.size()) + " counts in a group of " +
+                    std::to_string(n));
+      for (int i = 0; i < n; ++i) off[i + 1] = off[i] + c.rank_bytes[i];
+    }
+    comm::ringAllgather(ex, g, buf, off, c.segment_bytes, 0);
+  } else if (c.op == "reduce_scatter") {
+    const size_t per = c.bytes / es / n;
+    std::vector<size_t> off(n + 1);
+    for (int i = 0; i <= n; ++i) off[i] = per * i;
+    comm::ringReduceScatter(ex, g, buf, off, c.dtype, comm::ReduceOp::sum,
+                            comm::segmentElems(c.segment_bytes, es, per), 0,
+                            scratch.get(comm::ringScratchBytes(off, es)));
+  } else if (c.op == "broadcast") {
+    comm::broadcastTree(ex, g, buf, c.bytes, c.root, c.segment_bytes, 0);
+  } else if (c.op == "alltoall") {
+    comm::alltoallPairwise(ex, g, buf, out, c.bytes / n, 0);
+  } else if (c.op == "barrier") {
+    comm::barrierDissemination(ex, g, 0);
+  } else {
+    throw ConfigError("simulate: collective '" + c.op + "' is not simulated");
+  }
+  ex.waitAll();
+}
+
+}  // namespace lowcomm::sim

@@ -1,0 +1,16 @@
+// One rank's part of a collective call on an Exchange (private to the sim layer): the same
+// algorithm functions the communicator calls (lowcomm/comm/algorithms.h), for simulated
+// collectives and for replayed timelines alike.
+#pragma once
+
+#include "lowcomm/comm/exchange.h"
+#include "lowcomm/sim/replay.h"
+
+namespace lowcomm::sim {
+
+// `buf` and `out` hold at least c.bytes; `default_group` is hier's group size when c.group_size
+// is 0 (ranks per node). Waits for every message of the call.
+void runCall(comm::Exchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf, char* out,
+             comm::Scratch& scratch);
+
+}  // namespace lowcomm::sim

@@ -1,0 +1,180 @@
+// readTimeline (lowcomm/sim/replay.h): a `lowcomm train --timeline` trace into per-rank programs.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/sim/replay.h"
+
+namespace lowcomm::sim {
+
+namespace {
+
+struct Ev {
+  std::string name, cat;
+  int lane = 0;
+  double ts = 0, dur = 0;  // µs
+  std::map<std::string, std::string> args;
+  double end() const { return ts + dur; }
+};
+
+std::string arg(const Ev& e, const std::string& key, const std::string& fallback = "") {
+  auto it = e.args.find(key);
+  return it == e.args.end() ? fallback : it->second;
+}
+
+template <typename T>
+std::vector<T> splitList(const std::string& s) {
+  std::vector<T> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(static_cast<T>(std::stoll(item)));
+  return out;
+}
+
+CallSpec callOf(const Ev& e, const std::string& path) {
+  CallSpec c;
+  c.op = e.name;
+  if (c.op != "allreduce" && c.op != "allgatherv" && c.op != "reduce_scatter" && c.op != "broadcast" &&
+      c.op != "alltoall" && c.op != "barrier")
+    throw ConfigError(path + ": collective '" + c.op + "' is not simulated");
+  try {
+    c.bytes = std::stoull(arg(e, "bytes", "0"));
+    c.dtype = comm::parseDType(arg(e, "dtype", "u8"));
+    if (c.op == "allreduce") c.algo = comm::parseAlgo(arg(e, "algo", "ring"));
+    c.segment_bytes = std::stoull(arg(e, "segment", std::to_string(1 << 20)));
+    c.group_size = std::stoi(arg(e, "group_size", "0"));
+    c.root = std::stoi(arg(e, "root", "0"));
+    c.ranks = splitList<int>(arg(e, "ranks"));
+    c.rank_bytes = splitList<uint64_t>(arg(e, "rank_bytes"));
+  } catch (const std::logic_error&) {
+    throw ConfigError(path + ": a '" + c.op + "' event has arguments that are not numbers");
+  }
+  return c;
+}
+
+std::map<int, std::vector<Ev>> readEvents(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw ConfigError("cannot read timeline '" + path + "'");
+  nlohmann::json j;
+  try {
+    f >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("timeline '" + path + "' is not JSON: " + e.what());
+  }
+  if (!j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array())
+    throw ConfigError("'" + path + "' is not a Chrome trace (no traceEvents array)");
+  std::map<int, std::vector<Ev>> by_rank;
+  for (const auto& je : j["traceEvents"]) {
+    if (je.value("ph", "") != "X") continue;
+    Ev e;
+    e.name = je.value("name", "");
+    e.cat = je.value("cat", "");
+    e.lane = je.value("tid", 0);
+    e.ts = je.value("ts", 0.0);
+    e.dur = je.value("dur", 0.0);
+    if (je.contains("args"))
+      for (const auto& [k, v] : je["args"].items()) e.args[k] = v.is_string() ? v.get<std::string>() : v.dump();
+    by_rank[je.value("pid", 0)].push_back(std::move(e));
+  }
+  for (auto& [r, evs] : by_rank)
+    std::stable_sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.ts < b.ts; });
+  return by_rank;
+}
+
+// A point on the compute thread's time line, in the order the replay meets it.
+struct Point {
+  double at = 0, end = 0;
+  ReplayItem item;
+};
+
+RankProgram programOf(const std::vector<Ev>& evs, const ReplayOptions& opts, const std::string& path, int rank,
+                      size_t* step_count) {
+  std::vector<const Ev*> steps;
+  for (const auto& e : evs)
+    if (e.lane == 2 && e.cat == "phase") steps.push_back(&e);
+  *step_count = steps.size();
+  if (steps.empty()) throw ConfigError(path + ": rank " + std::to_string(rank) + " has no step spans (lane 2)");
+  if (opts.first_step < 0 || opts.first_step >= static_cast<int>(steps.size()))
+    throw ConfigError(path + ": first step " + std::to_string(opts.first_step) + " is past the " +
+                      std::to_string(steps.size()) + " steps of rank " + std::to_string(rank));
+  const size_t last = opts.steps > 0 ? std::min(steps.size(), static_cast<size_t>(opts.first_step + opts.steps))
+                                     : steps.size();
+  const double t0 = steps[opts.first_step]->ts, t1 = steps[last - 1]->end();
+  RankProgram prog;
+  std::vector<Point> points;
+  for (size_t s = opts.first_step; s < last; ++s) {
+    points.push_back({steps[s]->ts, steps[s]->ts, {ReplayItem::step_begin}});
+    points.push_back({steps[s]->end(), steps[s]->end(), {ReplayItem::step_end}});
+    prog.measured_step_s.push_back(steps[s]->dur * 1e-6);
+  }
+  std::vector<const Ev*> buckets, lane1_calls;
+  for (const auto& e : evs) {
+    if (e.lane == 0 && e.ts >= t0 && e.end() <= t1) {
+      if (e.cat == "collective") {
+        prog.calls.push_back(callOf(e, path));
+        points.push_back({e.ts, e.end(), {ReplayItem::call, 0, static_cast<int>(prog.calls.size()) - 1}});
+      } else if (e.name == "wait for gradients") {
+        points.push_back({e.ts, e.end(), {ReplayItem::wait_buckets}});
+      }
+    }
+    if (e.lane == 1 && e.cat == "comm" && e.name.rfind("bucket", 0) == 0) {
+      const double ready = e.ts - std::stod(arg(e, "queued_us", "0"));
+      if (ready >= t0 && ready <= t1) {
+        buckets.push_back(&e);
+        points.push_back({ready, ready, {ReplayItem::launch}});
+      }
+    }
+    if (e.lane == 1 && e.cat == "collective" && e.ts >= t0 && e.end() <= t1) lane1_calls.push_back(&e);
+  }
+  // Markers at one instant: a step ends before the next begins, launches come before a wait.
+  std::stable_sort(points.begin(), points.end(), [](const Point& a, const Point& b) { return a.at < b.at; });
+  double cursor = t0;
+  for (const auto& p : points) {
+    if (p.at > cursor) prog.main.push_back({ReplayItem::sleep, (p.at - cursor) * 1e-6});
+    prog.main.push_back(p.item);
+    cursor = std::max(cursor, p.end);
+  }
+  size_t used = 0;
+  for (const Ev* b : buckets) {
+    std::vector<ReplayItem> items;
+    double at = b->ts;
+    for (const Ev* c : lane1_calls) {
+      if (c->ts < b->ts || c->end() > b->end()) continue;
+      if (c->ts > at) items.push_back({ReplayItem::sleep, (c->ts - at) * 1e-6});
+      prog.calls.push_back(callOf(*c, path));
+      items.push_back({ReplayItem::call, 0, static_cast<int>(prog.calls.size()) - 1});
+      at = c->end();
+      ++used;
+    }
+    if (b->end() > at) items.push_back({ReplayItem::sleep, (b->end() - at) * 1e-6});
+    prog.buckets.push_back(std::move(items));
+  }
+  prog.unsupported_calls = static_cast<int>(lane1_calls.size() - used);
+  return prog;
+}
+
+}  // namespace
+
+std::vector<RankProgram> readTimeline(const std::string& path, const ReplayOptions& opts) {
+  const auto by_rank = readEvents(path);
+  if (by_rank.empty()) throw ConfigError("timeline '" + path + "' has no events");
+  std::vector<RankProgram> out;
+  size_t steps0 = 0;
+  int expect = 0;
+  for (const auto& [rank, evs] : by_rank) {
+    if (rank != expect++) throw ConfigError(path + ": rank " + std::to_string(expect - 1) + " has no events");
+    size_t steps = 0;
+    out.push_back(programOf(evs, opts, path, rank, &steps));
+    if (rank == 0) steps0 = steps;
+    if (steps != steps0)
+      throw ConfigError(path + ": rank " + std::to_string(rank) + " has " + std::to_string(steps) +
+                        " steps, rank 0 " + std::to_string(steps0));
+  }
+  return out;
+}
+
+}  // namespace lowcomm::sim

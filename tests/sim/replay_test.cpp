@@ -1,0 +1,203 @@
+// Replaying a timeline: real communicators (ranks as threads, Gloo on loopback) record their
+// collectives, the replay reruns them on a simulated star with the same per-rank bytes and
+// messages as the traffic meter counted; a hand-written DDP step replays as compute + the
+// bucket's allreduce, with the bucket overlapping backward when it was ready early; bad
+// timelines are errors naming the file.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/harness.h"
+#include "lowcomm/base/error.h"
+#include "lowcomm/base/trace.h"
+#include "lowcomm/sim/collectives.h"
+#include "lowcomm/sim/replay.h"
+
+using namespace lowcomm;
+using namespace lowcomm::sim;
+
+namespace {
+
+PlatformSpec star(int nodes, double gbit) {
+  PlatformSpec p;
+  p.nodes = nodes;
+  p.ppn = 1;
+  p.link_Bps = gbit * 1e9 / 8;
+  p.reduce_Bps = 1e15;
+  return p;
+}
+
+std::string tempPath(const std::string& name) {
+  return (std::string(::testing::TempDir()) + "/" + name + "_" + std::to_string(::getpid()) + ".json");
+}
+
+nlohmann::json event(int rank, int lane, const std::string& name, const std::string& cat, double ts, double dur,
+                     nlohmann::json args = nlohmann::json::object()) {
+  return {{"ph", "X"}, {"pid", rank}, {"tid", lane}, {"name", name}, {"cat", cat}, {"ts", ts}, {"dur", dur},
+          {"args", args}};
+}
+
+void writeTrace(const std::string& path, const nlohmann::json& events) {
+  std::ofstream(path) << nlohmann::json{{"traceEvents", events}}.dump();
+}
+
+// Two steps of a DDP-like rank: forward 10 ms, backward 20 ms (the bucket ready `ready_ms`
+// into it), wait, optimizer 5 ms; the bucket's hook is one allreduce of `bytes`.
+nlohmann::json ddpSteps(int ranks, uint64_t bytes, double ready_ms) {
+  nlohmann::json ev = nlohmann::json::array();
+  for (int r = 0; r < ranks; ++r) {
+    double t = 1000;
+    for (int s = 0; s < 2; ++s) {
+      const double begin = t;
+      ev.push_back(event(r, 0, "forward", "compute", t, 10000));
+      t += 10000;
+      ev.push_back(event(r, 0, "backward", "compute", t, 20000));
+      const double ready = t + ready_ms * 1000;
+      t += 20000;
+      // As recorded: the bucket started when ready; its allreduce's duration does not matter.
+      ev.push_back(event(r, 1, "bucket 0", "comm", ready, 3000, {{"queued_us", "0"}, {"bytes", std::to_string(bytes)}}));
+      ev.push_back(event(r, 1, "allreduce", "collective", ready + 100, 2800,
+                         {{"bytes", std::to_string(bytes)}, {"dtype", "f32"}, {"algo", "ring"}, {"segment", "1048576"}}));
+      const double wait_end = std::max(t, ready + 3000);
+      ev.push_back(event(r, 0, "wait for gradients", "wait", t, wait_end - t));
+      t = wait_end;
+      ev.push_back(event(r, 0, "optimizer", "compute", t, 5000));
+      t += 5000;
+      ev.push_back(event(r, 2, "ddp", "phase", begin, t - begin));
+      t += 500;
+    }
+  }
+  return ev;
+}
+
+}  // namespace
+
+TEST(SimReplay, ReadsADdpStepIntoComputeLaunchWaitAndBucketCalls) {
+  const auto path = tempPath("ddp_read");
+  writeTrace(path, ddpSteps(2, 4 << 20, 20.0));
+  const auto progs = readTimeline(path, {});
+  ASSERT_EQ(progs.size(), 2u);
+  const auto& p = progs[0];
+  ASSERT_EQ(p.measured_step_s.size(), 2u);
+  EXPECT_NEAR(p.measured_step_s[0], 0.038, 1e-9);  // 10 + 20 + 3 (the bucket, ready at the end) + 5 ms
+  ASSERT_EQ(p.buckets.size(), 2u);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].op, "allreduce");
+  EXPECT_EQ(p.calls[0].bytes, 4u << 20);
+  // bucket: 0.1 ms before the call, the call, 0.1 ms after it
+  ASSERT_EQ(p.buckets[0].size(), 3u);
+  EXPECT_EQ(p.buckets[0][1].kind, ReplayItem::call);
+  EXPECT_NEAR(p.buckets[0][0].seconds + p.buckets[0][2].seconds, 0.0002, 1e-9);
+  // main: begin, sleep 30 ms, launch, wait, sleep 5 ms, end, sleep 0.5 ms, begin, ...
+  std::vector<ReplayItem::Kind> kinds;
+  double slept = 0;
+  for (const auto& it : p.main) {
+    if (it.kind == ReplayItem::sleep) slept += it.seconds;
+    else kinds.push_back(it.kind);
+  }
+  const std::vector<ReplayItem::Kind> expect = {ReplayItem::step_begin,   ReplayItem::launch, ReplayItem::wait_buckets,
+                                                ReplayItem::step_end,     ReplayItem::step_begin, ReplayItem::launch,
+                                                ReplayItem::wait_buckets, ReplayItem::step_end};
+  EXPECT_EQ(kinds, expect);
+  EXPECT_NEAR(slept, 2 * 0.035 + 0.0005, 1e-9);  // compute and the gap between the steps, not the waits
+  std::remove(path.c_str());
+}
+
+TEST(SimReplay, AStepIsComputeThenTheExposedAllreduce) {
+  const uint64_t bytes = 4 << 20;
+  CollectiveSpec s;
+  s.bytes = bytes;
+  const auto p = star(2, 1.0);
+  const double allreduce_s = simulateCollective(p, s).time_s;
+  const auto path = tempPath("ddp_step");
+  // Ready at the end of backward: nothing overlaps.
+  writeTrace(path, ddpSteps(2, bytes, 20.0));
+  auto r = replay(p, readTimeline(path, {}));
+  EXPECT_EQ(r.steps, 2);
+  EXPECT_NEAR(r.predicted_step_s, 0.035 + 0.0002 + allreduce_s, 1e-6);
+  // Ready 5 ms into backward: 15 ms of the allreduce hide behind backward.
+  writeTrace(path, ddpSteps(2, bytes, 5.0));
+  r = replay(p, readTimeline(path, {}));
+  EXPECT_NEAR(r.predicted_step_s, 0.035 + std::max(0.0, 0.0002 + allreduce_s - 0.015), 1e-6);
+  EXPECT_GT(allreduce_s, 0.015);  // so the overlap shows
+  // Bytes: the ring's 2(n-1)/n of the buffer per step.
+  EXPECT_EQ(r.bytes_sent[0], 2 * bytes);
+  EXPECT_EQ(r.inter_node_sent[1], 2 * bytes);
+  std::remove(path.c_str());
+}
+
+// Real communicators with a trace each: the replay's bytes and messages per rank equal what the
+// traffic meter counted, for the calls of the world and of a split.
+TEST(SimReplay, ReplayedBytesEqualTheMeteredBytesOfARealRun) {
+  const int n = 4;
+  comm::CommOptions opts;
+  opts.shm = comm::ShmMode::off;
+  auto comms = test::makeComms(n, opts);
+  std::vector<Trace> traces(n);
+  std::vector<uint64_t> sent(n), messages(n);
+  test::onRanks(n, [&](int r) {
+    auto& c = *comms[r];
+    c.setTrace(&traces[r]);
+    auto half = c.split(r % 2, r);  // {0, 2} and {1, 3}: ranks differ from the root's
+    c.meter().reset();
+    for (int step = 0; step < 3; ++step) {
+      TraceScope span(&traces[r], "ddp", "phase", 2);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      std::vector<float> g(300000, 1.0f);
+      c.allreduce(g.data(), g.size(), comm::DType::f32, comm::ReduceOp::sum);
+      half->allreduce(g.data(), 1000, comm::DType::f32, comm::ReduceOp::sum);
+      std::vector<size_t> counts = {10, 200, 3000, 40};
+      std::vector<char> mine(counts[r]), all(3250);
+      c.allgatherv(mine.data(), counts[r], all.data(), counts, comm::DType::u8);
+      c.broadcast(g.data(), 5000, comm::DType::f32, 1);
+    }
+    const auto snap = c.meter().snapshot();
+    sent[r] = snap.total.bytes_sent;
+    messages[r] = snap.total.messages_sent;
+    c.setTrace(nullptr);
+  });
+  nlohmann::json ev = nlohmann::json::array();
+  for (int r = 0; r < n; ++r)
+    for (const auto& e : traces[r].events()) ev.push_back(event(r, e.lane, e.name, e.cat, e.start_us, e.dur_us, e.args));
+  const auto path = tempPath("real");
+  writeTrace(path, ev);
+  const auto progs = readTimeline(path, {});
+  ASSERT_EQ(progs[0].calls.size(), 12u);
+  EXPECT_EQ(progs[2].calls[1].ranks, (std::vector<int>{0, 2}));
+  const auto r = replay(star(n, 1.0), progs);
+  EXPECT_EQ(r.calls, 48u);
+  for (int k = 0; k < n; ++k) {
+    EXPECT_EQ(r.bytes_sent[k], sent[k]) << "rank " << k;
+    EXPECT_EQ(r.messages_sent[k], messages[k]) << "rank " << k;
+  }
+  std::remove(path.c_str());
+}
+
+TEST(SimReplay, BadTimelinesAreErrorsNamingTheFile) {
+  const auto path = tempPath("bad");
+  std::ofstream(path) << "{\"traceEvents\": 3}";
+  EXPECT_THROW(readTimeline(path, {}), ConfigError);
+  writeTrace(path, nlohmann::json::array({event(0, 0, "forward", "compute", 0, 10)}));
+  try {
+    readTimeline(path, {});
+    FAIL() << "no step spans accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  auto ev = ddpSteps(2, 1024, 20.0);
+  ev.push_back(event(1, 0, "ssp-push", "collective", 1000, 10));
+  writeTrace(path, ev);
+  EXPECT_THROW(readTimeline(path, {}), ConfigError);
+  writeTrace(path, ddpSteps(2, 1024, 20.0));
+  EXPECT_THROW(replay(star(3, 1.0), readTimeline(path, {})), ConfigError);  // 2 ranks, 3 nodes
+  EXPECT_THROW(readTimeline(path, {5, 1}), ConfigError);                      // past the 2 steps
+  EXPECT_THROW(readTimeline("/nonexistent/timeline.json", {}), ConfigError);
+  std::remove(path.c_str());
+}
