@@ -126,13 +126,19 @@ void printCalibration(const sim::Calibration& c) {
 
 // Fits the links' achieved rate and latency to `bench collectives --cluster` rows of one setting.
 int simulateCalibrate(int argc, char** argv) {
-  std::string setting, measured, out;
+  std::string setting, measured, out, timeline, base;
   size_t segment = 1 << 20;
   sim::PlatformSpec p;
   bool fit = true;
-  CLI::App app{"Fit the simulated links to measured collectives (bench collectives --cluster ... --json FILE)"};
+  int steps = 100;
+  CLI::App app{"Fit the simulated links to measured collectives (bench collectives --cluster ... --json FILE) "
+               "and the host's time per message to a training run's timeline"};
   app.add_option("--setting", setting, "the setting the rows were measured on, NODESxPROCS@RATE")->required();
-  app.add_option("--measured", measured, "bench collectives --json output")->required();
+  app.add_option("--measured", measured, "bench collectives --json output");
+  app.add_option("--timeline", timeline,
+                 "a lowcomm train --timeline of a run on this setting: fits the time per message (after the links)");
+  app.add_option("--timeline-steps", steps, "steps of the timeline replayed per trial")->capture_default_str();
+  app.add_option("--calibration", base, "start from this calibration instead of fitting links (with --timeline)");
   app.add_option("--segment", segment, "the --segment the rows were measured with, bytes")->capture_default_str();
   app.add_option("--cores", p.cores, "cores per node")->capture_default_str();
   app.add_option("--out", out, "write the fitted platform here (JSON; simulate collectives --calibration)");
@@ -142,12 +148,33 @@ int simulateCalibrate(int argc, char** argv) {
   p.nodes = parsed.nodes;
   p.ppn = parsed.ppn;
   p.link_Bps = parsed.link_Bps;
-  const auto rows = sim::readMeasured(measured);
-  const auto c = fit ? sim::calibrate(p, rows, segment) : sim::evaluate(p, rows, segment);
-  std::printf("# %s: bandwidth factor %.4f (links at %.1f Mbit/s), latency %.1f us per link (%zu rows)\n",
-              setting.c_str(), c.platform.bandwidth_factor, c.platform.link_Bps * c.platform.bandwidth_factor * 8 / 1e6,
-              c.platform.link_latency_s * 1e6, rows.size());
-  printCalibration(c);
+  if (measured.empty() && timeline.empty()) throw ConfigError("simulate calibrate: give --measured, --timeline or both");
+  if (!base.empty() && !measured.empty())
+    throw ConfigError("simulate calibrate: --calibration replaces fitting --measured rows; give one of them");
+  sim::Calibration c;
+  c.platform = p;
+  if (!base.empty()) {
+    c.platform = sim::loadCalibration(base);
+    c.platform.nodes = p.nodes, c.platform.ppn = p.ppn, c.platform.link_Bps = p.link_Bps;
+  }
+  if (!measured.empty()) {
+    const auto rows = sim::readMeasured(measured);
+    c = fit ? sim::calibrate(p, rows, segment) : sim::evaluate(p, rows, segment);
+    std::printf("# %s: bandwidth factor %.4f (links at %.1f Mbit/s), latency %.1f us per link (%zu rows)\n",
+                setting.c_str(), c.platform.bandwidth_factor,
+                c.platform.link_Bps * c.platform.bandwidth_factor * 8 / 1e6, c.platform.link_latency_s * 1e6,
+                rows.size());
+    printCalibration(c);
+  }
+  if (!timeline.empty()) {
+    const auto programs = sim::readTimeline(timeline, {0, steps});
+    const auto f = sim::fitMessageOverhead(c.platform, programs);
+    c.platform = f.platform;
+    std::printf("# %s: %.1f us per message at the sender (the replay of %s, %d steps: %.2f ms per step against "
+                "%.2f ms measured)\n",
+                setting.c_str(), f.platform.message_overhead_s * 1e6, timeline.c_str(), steps, f.predicted_step_s * 1e3,
+                f.measured_step_s * 1e3);
+  }
   if (!out.empty()) sim::saveCalibration(out, setting, c);
   return 0;
 }

@@ -4,11 +4,13 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include "cli_util.h"
 #include "lowcomm/base/error.h"
@@ -22,9 +24,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The calibration file for a setting: `--calibration` values are FILE (every setting) or
+// SETTING=FILE; the last match wins. Empty: none.
+std::string calibrationFor(const std::string& setting, const std::vector<std::string>& values) {
+  std::string file;
+  for (const auto& v : values) {
+    const auto eq = v.find('=');
+    if (eq == std::string::npos) file = v;
+    else if (v.substr(0, eq) == setting) file = v.substr(eq + 1);
+  }
+  return file;
+}
+
 // The setting's nodes, processes and rate on the calibrated (or default) links.
-sim::PlatformSpec platformFor(const std::string& setting, const std::string& calibration) {
+sim::PlatformSpec platformFor(const std::string& setting, const std::vector<std::string>& calibrations) {
   const auto parsed = sim::parseSetting(setting);
+  const std::string calibration = calibrationFor(setting, calibrations);
   sim::PlatformSpec p = calibration.empty() ? sim::PlatformSpec{} : sim::loadCalibration(calibration);
   p.nodes = parsed.nodes;
   p.ppn = parsed.ppn;
@@ -37,15 +52,15 @@ double meanOf(const std::vector<uint64_t>& v) {
   return v.empty() ? 0.0 : static_cast<double>(std::accumulate(v.begin(), v.end(), uint64_t{0})) / v.size();
 }
 
-// What the links carry besides the payload: TCP/IP and Ethernet headers per byte (segments of
-// `mss` bytes with `header` bytes each) and Gloo's own header per message.
+// What a node's link carries besides the payload it sends: a share per payload byte (headers
+// of the data's packets, acknowledgements of what it receives) and bytes per message (Gloo's
+// preamble and its two rendezvous notices, each a packet of its own, and their acknowledgements).
+// The defaults are the least-squares fit to the eight 4x1@1gbit rows of BENCHMARKS.md's
+// validation run (kernel counters against the replay's inter-node payload and messages).
 struct WireModel {
-  double mss = 65160;        // veth with segmentation offload: the kernel counts ~64 KiB super-packets
-  double header = 66;        // Ethernet 14 + IPv4 20 + TCP 32 (timestamps)
-  double per_message = 0;    // bytes besides the payload per message (calibrated)
-  double wire(double payload, double messages) const {
-    return payload + std::ceil(payload / mss) * header + messages * per_message;
-  }
+  double per_byte = 0.00202;
+  double per_message = 693;
+  double wire(double payload, double messages) const { return payload * (1 + per_byte) + messages * per_message; }
 };
 
 void writeJson(const std::string& path, const nlohmann::json& j) {
@@ -57,16 +72,19 @@ void writeJson(const std::string& path, const nlohmann::json& j) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError("cannot write --json file '" + path + "'");
 }
 
-void addReplayOptions(CLI::App& app, sim::ReplayOptions& o, std::string& calibration) {
+void addReplayOptions(CLI::App& app, sim::ReplayOptions& o, std::vector<std::string>& calibration) {
   app.add_option("--first-step", o.first_step, "the first step replayed (0-based)")->capture_default_str();
   app.add_option("--steps", o.steps, "how many steps (0 = all)")->capture_default_str();
-  app.add_option("--calibration", calibration, "a `simulate calibrate` output (link rate factor, latency, hosts)");
+  app.add_option("--calibration", calibration,
+                 "a `simulate calibrate` output (link rate factor, latency, hosts): FILE for every setting or "
+                 "SETTING=FILE; repeatable");
 }
 
 }  // namespace
 
 int simulateReplay(int argc, char** argv) {
-  std::string timeline, setting, calibration, json;
+  std::string timeline, setting, json;
+  std::vector<std::string> calibration;
   sim::ReplayOptions o;
   CLI::App app{"Replay a training run's timeline (lowcomm train --timeline) on a simulated cluster"};
   app.add_option("--timeline", timeline, "Chrome trace written by lowcomm train --timeline")->required();
@@ -112,7 +130,7 @@ nlohmann::json readJsonFile(const fs::path& path) {
 
 // One bench/e2e row replayed: predicted against measured, or why it was not.
 nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const sim::ReplayOptions& o,
-                           const std::string& calibration, const WireModel& wm) {
+                           const std::vector<std::string>& calibration, const WireModel& wm) {
   const std::string setting = row.at("setting"), strategy = row.at("strategy");
   nlohmann::json out = {{"setting", setting}, {"strategy", strategy}};
   const fs::path timeline = dir / setting / strategy / "timeline.json";
@@ -136,7 +154,9 @@ nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const
   out.update({{"predicted_step_s", r.predicted_step_s}, {"measured_step_s", r.measured_step_s},
               {"step_error", (r.predicted_step_s - r.measured_step_s) / r.measured_step_s},
               {"predicted_payload_bytes", payload}, {"measured_payload_bytes", row.value("payload_bytes_per_rank", 0.0)},
-              {"steps_replayed", r.steps}, {"unsupported_calls", r.unsupported_calls}});
+              {"predicted_inter_node_payload_bytes", inter / r.ranks * scale},
+              {"predicted_inter_node_messages", msgs / r.ranks * scale}, {"steps_replayed", r.steps},
+              {"unsupported_calls", r.unsupported_calls}});
   if (row.contains("wire_bytes_per_rank") && row["wire_bytes_per_rank"].is_number()) {
     const double measured = row["wire_bytes_per_rank"];
     out.update({{"predicted_bytes", wire}, {"measured_bytes", measured}, {"bytes_error", (wire - measured) / measured}});
@@ -144,19 +164,55 @@ nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const
   return out;
 }
 
+// bench/e2e's settings and strategies that validate runs when given no directory: every setting
+// of the end-to-end table, each strategy the replay covers, 300 steps (a third of the table's).
+constexpr const char* kShortSettings =
+    "4x1@1gbit:ddp+bf16+topk+powersgd+auto+ab+local_sgd4+zero1,4x1@100mbit:ddp+bf16+topk+powersgd+ab,"
+    "2x2@1gbit:ddp+topk+powersgd+ab";
+
+// Runs the shortened bench/e2e (next to this binary's build directory) into `out`; it keeps runs
+// that are already there.
+void runShortE2e(const std::string& out, const std::string& settings) {
+  const fs::path exe = fs::canonical("/proc/self/exe");
+  const fs::path script = exe.parent_path().parent_path() / "bench" / "e2e";
+  if (!fs::exists(script))
+    throw ConfigError("simulate validate: no E2E_DIR given, and no bench/e2e next to " + exe.string() +
+                      " to make one");
+  std::vector<std::string> args = {"/usr/bin/python3", script.string(), out, "--settings", settings,
+                                   "--set", "data.batch_size=32", "--set", "schedule.epochs=2",
+                                   "--set", "schedule.max_steps=300", "--set", "logging.eval_every=100",
+                                   "--prefix", "val", "--lowcomm", exe.string()};
+  std::string cmd;
+  for (const auto& a : args) cmd += "'" + a + "' ";
+  std::printf("# running the shortened bench/e2e (needs root for the cluster):\n#   %s\n", cmd.c_str());
+  std::fflush(stdout);
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) throw Error("simulate validate: bench/e2e failed (status " + std::to_string(rc) + ")");
+}
+
 }  // namespace
 
 int simulateValidate(int argc, char** argv) {
-  std::string dir, calibration, json;
+  std::string dir, json;
+  std::vector<std::string> calibration;
   sim::ReplayOptions o;
   WireModel wm;
   CLI::App app{"Predict every cluster row of a bench/e2e output directory from its timeline and compare"};
-  app.add_option("dir", dir, "bench/e2e OUT_DIR (its runs must have timeline.json)")->required();
+  std::string out = "runs/validate", settings = kShortSettings;
+  app.add_option("dir", dir, "bench/e2e OUT_DIR (its runs must have timeline.json); none: run a shortened bench/e2e");
+  app.add_option("--out", out, "without a directory: where the shortened bench/e2e writes")->capture_default_str();
+  app.add_option("--settings", settings, "without a directory: bench/e2e --settings")->capture_default_str();
   addReplayOptions(app, o, calibration);
-  app.add_option("--wire-per-message", wm.per_message, "bytes on the wire per message besides payload and TCP/IP")
+  app.add_option("--wire-per-byte", wm.per_byte, "wire bytes per payload byte besides the payload (headers, acks)")
+      ->capture_default_str();
+  app.add_option("--wire-per-message", wm.per_message, "wire bytes per message besides its payload")
       ->capture_default_str();
   app.add_option("--json", json, "write the rows here");
   if (!parseArgs(app, argc, argv)) return 0;
+  if (dir.empty()) {
+    runShortE2e(out, settings);
+    dir = out;
+  }
   const auto e2e = readJsonFile(fs::path(dir) / "e2e.json");
   if (!e2e.contains("rows") || !e2e["rows"].is_array())
     throw ConfigError("'" + (fs::path(dir) / "e2e.json").string() + "' has no rows (not a bench/e2e output)");
@@ -164,7 +220,13 @@ int simulateValidate(int argc, char** argv) {
   std::printf("# %-14s %-16s %11s %11s %7s %11s %11s %7s\n", "setting", "strategy", "step ms", "predicted", "error",
               "wire MB", "predicted", "error");
   for (const auto& row : e2e["rows"]) {
-    auto v = validateRow(dir, row, o, calibration, wm);
+    nlohmann::json v;
+    try {
+      v = validateRow(dir, row, o, calibration, wm);
+    } catch (const Error& e) {  // one row's timeline that cannot be replayed: say so, go on
+      v = {{"setting", row.value("setting", "?")}, {"strategy", row.value("strategy", "?")},
+           {"skipped", std::string("failed: ") + e.what()}};
+    }
     if (v.contains("skipped")) {
       std::printf("  %-14s %-16s skipped: %s\n", v["setting"].get<std::string>().c_str(),
                   v["strategy"].get<std::string>().c_str(), v["skipped"].get<std::string>().c_str());

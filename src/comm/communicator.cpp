@@ -360,7 +360,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   child->link_->setSameHost(std::move(same));
   child->detectLocality();
   child->trace_ = trace_;
-  // Ranks of the root communicator, for the timeline (empty: the same as this child's ranks).
+  // Ranks of the root communicator, for the timeline (empty: all of the root's, in its order).
   bool identity = true;
   std::vector<int> roots(new_size);
   for (int i = 0; i < new_size; ++i) {
@@ -368,7 +368,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     roots[i] = world_ranks_.empty() ? parent : world_ranks_[parent];
     identity = identity && roots[i] == i;
   }
-  if (!identity) child->world_ranks_ = std::move(roots);
+  if (!(identity && new_size == size_ && world_ranks_.empty())) child->world_ranks_ = std::move(roots);
   return child;
 }
 

@@ -144,6 +144,8 @@ void saveCalibration(const std::string& path, const std::string& setting, const 
                             {"loopback_Bps", c.platform.loopback_Bps},
                             {"reduce_Bps", c.platform.reduce_Bps},
                             {"cores", c.platform.cores},
+                            {"notice_bytes", c.platform.notice_bytes},
+                            {"message_overhead_s", c.platform.message_overhead_s},
                             {"mean_abs_error", c.mean_abs_error},
                             {"max_abs_error", c.max_abs_error},
                             {"rows", rows}};
@@ -178,11 +180,31 @@ PlatformSpec loadCalibration(const std::string& path) {
   num("link_latency_s", p.link_latency_s);
   num("loopback_Bps", p.loopback_Bps);
   num("reduce_Bps", p.reduce_Bps);
+  // Files written before these existed: the defaults.
+  if (j.contains("notice_bytes")) num("notice_bytes", p.notice_bytes);
+  if (j.contains("message_overhead_s")) num("message_overhead_s", p.message_overhead_s);
   p.nodes = static_cast<int>(nodes);
   p.ppn = static_cast<int>(ppn);
   p.cores = static_cast<int>(cores);
   validate(p);
   return p;
+}
+
+OverheadFit fitMessageOverhead(const PlatformSpec& start, const std::vector<RankProgram>& programs) {
+  OverheadFit fit;
+  fit.platform = start;
+  auto err = [&](double h) {
+    PlatformSpec q = start;
+    q.message_overhead_s = h;
+    const auto r = replay(q, programs);
+    fit.measured_step_s = r.measured_step_s;
+    return std::abs(std::log(r.predicted_step_s / r.measured_step_s));
+  };
+  fit.platform.message_overhead_s = goldenMin(err, 0.0, 5e-3, 14);
+  const auto r = replay(fit.platform, programs);
+  fit.measured_step_s = r.measured_step_s;
+  fit.predicted_step_s = r.predicted_step_s;
+  return fit;
 }
 
 }  // namespace lowcomm::sim

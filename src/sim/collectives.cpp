@@ -73,7 +73,7 @@ CollectiveResult runSimulation(const PlatformSpec& p, const CollectiveSpec& s) {
   for (int r = 0; r < n; ++r) node_of[r] = p.nodeOf(r);
   std::vector<sg4::Host*> host_of(n);
   for (int r = 0; r < n; ++r) host_of[r] = plat.hosts[node_of[r]];
-  SimNetwork net(host_of, node_of);
+  SimNetwork net(host_of, node_of, p);
   // Every rank's buffers: never read or written (the executor moves no data), so all ranks share
   // one allocation that the kernel never backs with memory.
   std::unique_ptr<char[]> buf(new char[std::max<size_t>(s.bytes, 1)]);

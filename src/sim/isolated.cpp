@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 
@@ -41,6 +42,7 @@ std::string readAll(int fd) {
 std::string runIsolated(const std::function<std::string()>& f) {
   int fds[2];
   if (::pipe(fds) != 0) throw Error(std::string("simulate: pipe failed: ") + std::strerror(errno));
+  std::fflush(nullptr);  // or the child's exit would print what the parent buffered, again
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);

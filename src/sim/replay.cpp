@@ -116,7 +116,7 @@ nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& 
     node_of[r] = p.nodeOf(r);
     host_of[r] = plat.hosts[node_of[r]];
   }
-  SimNetwork net(host_of, node_of);
+  SimNetwork net(host_of, node_of, p);
   Shared sh{p, programs, net, std::vector<RankState>(n), nullptr, nullptr, {}, {}, {}, 0};
   // Never read or written (no data moves), so the kernel never backs them with memory.
   const uint64_t bytes = maxBytes(programs);

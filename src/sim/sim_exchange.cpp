@@ -13,12 +13,14 @@ namespace {
 uint32_t subOf(uint64_t slot) { return static_cast<uint32_t>(slot >> 26) & 0x3f; }
 }  // namespace
 
-SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> node_of)
+SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> node_of, const PlatformSpec& p)
     : sent(host_of_rank.size(), 0),
       recv(host_of_rank.size(), 0),
       messages(host_of_rank.size(), 0),
       inter_node_sent(host_of_rank.size(), 0),
       world_(static_cast<int>(host_of_rank.size())),
+      notice_bytes_(p.notice_bytes),
+      message_overhead_s_(p.message_overhead_s),
       host_of_(std::move(host_of_rank)),
       node_of_(std::move(node_of)) {}
 
@@ -28,11 +30,16 @@ SimNetwork::Pair& SimNetwork::pair(int src, int dst) {
   if (it != pairs_.end()) return *it->second;
   auto p = std::make_unique<Pair>();
   p->events = sg4::Semaphore::create(0);
+  p->notice_events = sg4::Semaphore::create(0);
   Pair& ref = *p;
   pairs_.emplace(key, std::move(p));
   sg4::Actor::create("send" + std::to_string(src) + ">" + std::to_string(dst), host_of_[src],
                      [this, src, dst, &ref] { sender(src, dst, ref); })
       ->daemonize();
+  if (notice_bytes_ > 0)
+    sg4::Actor::create("notify" + std::to_string(dst) + ">" + std::to_string(src), host_of_[dst],
+                       [this, src, dst, &ref] { notifier(src, dst, ref); })
+        ->daemonize();
   return ref;
 }
 
@@ -44,8 +51,25 @@ void SimNetwork::enqueue(int src, int dst, uint64_t slot, uint64_t bytes, sg4::S
 
 void SimNetwork::posted(int src, int dst, uint64_t slot) {
   Pair& p = pair(src, dst);
-  p.posted.insert(slot);
-  p.events->release();
+  if (notice_bytes_ <= 0) {
+    p.posted.insert(slot);
+    p.events->release();
+    return;
+  }
+  p.notices.push_back(slot);
+  p.notice_events->release();
+}
+
+// The receiver's side of the pair's connection: each notice is a small flow from dst to src.
+void SimNetwork::notifier(int src, int dst, Pair& p) {
+  for (;;) {
+    p.notice_events->acquire();
+    const uint64_t slot = p.notices.front();
+    p.notices.pop_front();
+    sg4::Comm::sendto(host_of_[dst], host_of_[src], static_cast<uint64_t>(notice_bytes_));
+    p.posted.insert(slot);
+    p.events->release();
+  }
 }
 
 // The pair's connection: sends the first queued message whose receive is posted, one at a time.
@@ -60,6 +84,7 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
     const Pending msg = *ready;
     p.queue.erase(ready);
     p.posted.erase(p.posted.find(msg.slot));
+    if (message_overhead_s_ > 0) sg4::this_actor::sleep_for(message_overhead_s_);
     // The payload pointer carries the slot (+ 1: SimGrid refuses a null payload), so the receiver
     // can check it got the message it expects.
     mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f)

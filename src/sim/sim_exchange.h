@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lowcomm/comm/exchange.h"
+#include "lowcomm/sim/platform.h"
 
 namespace lowcomm::sim {
 
@@ -21,12 +22,16 @@ namespace lowcomm::sim {
 // a pair's sender sleeps on a semaphore counting the events that may have made a message ready.
 //
 // A pair of ranks talks over one connection (Gloo: one TCP socket per pair), so its messages
-// go one at a time: a message is transferred once its receiver has posted the matching receive
-// and no other message of the pair is on the wire; among ready messages the one posted first
-// goes first. A daemon "sender" actor per pair, on the sender's host, does that.
+// go one at a time: a message is transferred once the sender knows its receiver has posted the
+// matching receive and no other message of the pair is on the wire; among ready messages the one
+// posted first goes first. A daemon "sender" actor per pair, on the sender's host, does that; a
+// daemon "notifier" on the receiver's host carries the receiver's notices to it (Gloo's
+// NOTIFY_RECV_READY), one after another.
 class SimNetwork {
  public:
-  SimNetwork(std::vector<simgrid::s4u::Host*> host_of_rank, std::vector<int> node_of);
+  // Takes the notice size and the per-message overhead from `p` (PlatformSpec::notice_bytes,
+  // message_overhead_s).
+  SimNetwork(std::vector<simgrid::s4u::Host*> host_of_rank, std::vector<int> node_of, const PlatformSpec& p);
   // The mailbox of messages from `src` to `dst` in slot namespace `sub` (algorithms post the
   // messages of one namespace between two ranks in the same order on both sides: checked).
   simgrid::s4u::Mailbox* mailbox(int src, int dst, uint32_t sub);
@@ -35,7 +40,8 @@ class SimNetwork {
 
   // Queues a message on the pair's connection; `done` is released once it has been received.
   void enqueue(int src, int dst, uint64_t slot, uint64_t bytes, simgrid::s4u::SemaphorePtr done);
-  // The receiver of (src → dst) posted the receive of `slot`.
+  // The receiver of (src → dst) posted the receive of `slot`: the sender learns it once the
+  // notice has crossed from dst to src.
   void posted(int src, int dst, uint64_t slot);
 
   std::vector<uint64_t> sent, recv, messages;
@@ -49,13 +55,17 @@ class SimNetwork {
   };
   struct Pair {
     std::deque<Pending> queue;
-    std::multiset<uint64_t> posted;
+    std::multiset<uint64_t> posted;  // receives the sender knows of
     simgrid::s4u::SemaphorePtr events;
+    std::deque<uint64_t> notices;    // receives posted, their notice not yet at the sender
+    simgrid::s4u::SemaphorePtr notice_events;
   };
   Pair& pair(int src, int dst);
   void sender(int src, int dst, Pair& p);
+  void notifier(int src, int dst, Pair& p);
 
   int world_;
+  double notice_bytes_, message_overhead_s_;
   std::vector<simgrid::s4u::Host*> host_of_;
   std::vector<int> node_of_;
   std::unordered_map<uint64_t, simgrid::s4u::Mailbox*> boxes_;

@@ -103,7 +103,14 @@ RankProgram programOf(const std::vector<Ev>& evs, const ReplayOptions& opts, con
                       std::to_string(steps.size()) + " steps of rank " + std::to_string(rank));
   const size_t last = opts.steps > 0 ? std::min(steps.size(), static_cast<size_t>(opts.first_step + opts.steps))
                                      : steps.size();
-  const double t0 = steps[opts.first_step]->ts, t1 = steps[last - 1]->end();
+  // From the first step's start to the last one's end; a replay from the first step also takes
+  // in what came before it (the model's broadcast), one to the last step what came after
+  // (final evaluation), so the bytes are the whole run's.
+  double t0 = steps[opts.first_step]->ts, t1 = steps[last - 1]->end();
+  for (const auto& e : evs) {
+    if (opts.first_step == 0) t0 = std::min(t0, e.ts);
+    if (last == steps.size()) t1 = std::max(t1, e.end());
+  }
   RankProgram prog;
   std::vector<Point> points;
   for (size_t s = opts.first_step; s < last; ++s) {

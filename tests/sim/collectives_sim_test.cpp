@@ -23,6 +23,7 @@ PlatformSpec star(int nodes, int ppn, double gbit) {
   p.ppn = ppn;
   p.link_Bps = gbit * 1e9 / 8;
   p.reduce_Bps = 1e15;  // reductions free: only the network counts
+  p.notice_bytes = 0;   // the closed forms: a sender learns of a posted receive at once
   return p;
 }
 
@@ -150,6 +151,22 @@ TEST(SimCollectives, RingTimeIsTheAlphaBetaValueOnAStar) {
       EXPECT_NEAR(r.time_s / expect, 1.0, 1e-6) << "n=" << n << " " << gbit << " Gbit/s";
     }
   }
+}
+
+// Gloo's rendezvous: data leaves once the receiver's notice has crossed the route (2 links of
+// latency L, plus the notice's own bytes), so a round whose receive is posted as its send starts
+// takes that much longer; the 2-rank ring has two rounds.
+TEST(SimCollectives, ReceiverNoticesDelayEachRound) {
+  auto p = star(2, 1, 1);
+  p.link_latency_s = 50e-6;
+  auto s = spec("allreduce", comm::Algo::ring, 1 << 20);
+  s.segment_bytes = 1 << 20;
+  const double without = simulateCollective(p, s).time_s;
+  p.notice_bytes = 114;
+  const double with = simulateCollective(p, s).time_s;
+  const double notice = 2 * p.link_latency_s + p.notice_bytes / p.link_Bps;
+  EXPECT_GT(with - without, notice * 0.99);
+  EXPECT_LT(with - without, 2 * notice * 1.01);
 }
 
 // Halving the bandwidth factor doubles a bandwidth-bound collective's time.

@@ -31,6 +31,7 @@ PlatformSpec star(int nodes, double gbit) {
   p.ppn = 1;
   p.link_Bps = gbit * 1e9 / 8;
   p.reduce_Bps = 1e15;
+  p.notice_bytes = 0;
   return p;
 }
 
@@ -146,6 +147,7 @@ TEST(SimReplay, ReplayedBytesEqualTheMeteredBytesOfARealRun) {
     auto& c = *comms[r];
     c.setTrace(&traces[r]);
     auto half = c.split(r % 2, r);  // {0, 2} and {1, 3}: ranks differ from the root's
+    auto pair = c.split(r / 2, r);  // {0, 1}: the root's first ranks, still not all of them
     c.meter().reset();
     for (int step = 0; step < 3; ++step) {
       TraceScope span(&traces[r], "ddp", "phase", 2);
@@ -153,6 +155,7 @@ TEST(SimReplay, ReplayedBytesEqualTheMeteredBytesOfARealRun) {
       std::vector<float> g(300000, 1.0f);
       c.allreduce(g.data(), g.size(), comm::DType::f32, comm::ReduceOp::sum);
       half->allreduce(g.data(), 1000, comm::DType::f32, comm::ReduceOp::sum);
+      pair->allgather(g.data(), g.data() + 2000, 1000, comm::DType::f32);
       std::vector<size_t> counts = {10, 200, 3000, 40};
       std::vector<char> mine(counts[r]), all(3250);
       c.allgatherv(mine.data(), counts[r], all.data(), counts, comm::DType::u8);
@@ -169,10 +172,11 @@ TEST(SimReplay, ReplayedBytesEqualTheMeteredBytesOfARealRun) {
   const auto path = tempPath("real");
   writeTrace(path, ev);
   const auto progs = readTimeline(path, {});
-  ASSERT_EQ(progs[0].calls.size(), 12u);
+  ASSERT_EQ(progs[0].calls.size(), 15u);
   EXPECT_EQ(progs[2].calls[1].ranks, (std::vector<int>{0, 2}));
+  EXPECT_EQ(progs[1].calls[2].ranks, (std::vector<int>{0, 1}));
   const auto r = replay(star(n, 1.0), progs);
-  EXPECT_EQ(r.calls, 48u);
+  EXPECT_EQ(r.calls, 60u);
   for (int k = 0; k < n; ++k) {
     EXPECT_EQ(r.bytes_sent[k], sent[k]) << "rank " << k;
     EXPECT_EQ(r.messages_sent[k], messages[k]) << "rank " << k;

@@ -8,6 +8,7 @@
 
 #include "lowcomm/sim/collectives.h"
 #include "lowcomm/sim/platform.h"
+#include "lowcomm/sim/replay.h"
 
 namespace lowcomm::sim {
 
@@ -48,5 +49,14 @@ Calibration evaluate(const PlatformSpec& p, const std::vector<MeasuredRow>& rows
 // and back; load throws ConfigError naming the file and key.
 void saveCalibration(const std::string& path, const std::string& setting, const Calibration& c);
 PlatformSpec loadCalibration(const std::string& path);
+
+// Fits PlatformSpec::message_overhead_s (the host's time per message) so that replaying a
+// training run's timeline on `start` predicts its measured mean step time (golden section on
+// the log error over [0, 5 ms]). The other values of `start` stay.
+struct OverheadFit {
+  PlatformSpec platform;
+  double measured_step_s = 0, predicted_step_s = 0;
+};
+OverheadFit fitMessageOverhead(const PlatformSpec& start, const std::vector<RankProgram>& programs);
 
 }  // namespace lowcomm::sim

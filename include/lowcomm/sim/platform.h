@@ -18,6 +18,14 @@ struct PlatformSpec {
   double reduce_Bps = 2e9;          // a core's speed at reductions and copies (bytes per second)
   int cores = 2;                    // per host: ranks of one host share them
   double bandwidth_factor = 1.0;    // achieved / nominal link rate (calibrated)
+  // Gloo's rendezvous: a message leaves only once the receiver's "receive posted" notice (one
+  // small TCP segment: Ethernet + IP + TCP headers and Gloo's 48-byte preamble) has reached the
+  // sender. 0: the sender learns of the post at once.
+  double notice_bytes = 114;
+  // Time a message waits at its sender before it goes on the wire (the host's part of a
+  // message: system calls, Gloo's event loop, scheduling when the cores are oversubscribed).
+  // Calibrated from a training run's timeline (simulate calibrate --timeline).
+  double message_overhead_s = 0;
 
   int world() const { return nodes * ppn; }
   int nodeOf(int rank) const { return rank / ppn; }  // ranks fill one node after another

@@ -51,6 +51,9 @@ struct RankProgram {
   int unsupported_calls = 0;            // collectives on the communication thread outside a bucket
 };
 
+// The steps replayed. From step 0 the replay also takes in what the run did before its first
+// step (the model's broadcast), and through the last step what it did after (the final
+// evaluation), so that its bytes are the whole run's.
 struct ReplayOptions {
   int first_step = 0;  // index of the first step span replayed (0-based)
   int steps = 0;       // how many; 0: all from first_step
