@@ -301,8 +301,8 @@ PYEOF
 rc=$?
 calls=$(cat "$MARKER" 2>/dev/null)
 if [ "$rc" -eq 0 ] && [ "$(wc -l < "$MARKER" 2>/dev/null)" = 1 ] \
-   && [[ "$calls" == "train --config "*" --nproc 2 --summary $TMP/rerun/local2/fp16/summary.json --set logging.out_dir=$TMP/rerun/local2/fp16/run --set logging.progress=false --set data.batch_size=32 --set schedule.epochs=2 --set logging.eval_every=117 --set compress.codec=fp16" ]]; then
-  pass "missing run: one lowcomm train call, for fp16 only, with its --set keys and no --cluster"
+   && [[ "$calls" == "train --config "*" --nproc 2 --summary $TMP/rerun/local2/fp16/summary.json --set logging.out_dir=$TMP/rerun/local2/fp16/run --set logging.progress=false --timeline $TMP/rerun/local2/fp16/timeline.json --set data.batch_size=32 --set schedule.epochs=2 --set logging.eval_every=117 --set compress.codec=fp16" ]]; then
+  pass "missing run: one lowcomm train call, for fp16 only, with its --set keys, its timeline and no --cluster"
 else fail "missing run: exit $rc, calls: '$calls'"; cat "$TMP/run.out"; fi
 if "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))["rows"]; sys.exit(not ([x["strategy"] for x in r] == ["ddp", "fp16"] and r[1]["payload_bytes_per_rank"] == 617250000))' \
    "$TMP/rerun/e2e.json" 2>/dev/null; then pass "missing run: its fresh summary is collected next to the kept ddp"
