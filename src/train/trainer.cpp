@@ -76,10 +76,8 @@ class TrainingRun {
  public:
   TrainingRun(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> world, const TrainOptions& opts);
   ~TrainingRun() {
-    if (world_) world_->setTrace(nullptr);
+    if (world_) world_->setTrace(nullptr);  // the world outlives the run and its trace
   }
-  TrainingRun(const TrainingRun&) = delete;
-  TrainingRun& operator=(const TrainingRun&) = delete;
   nlohmann::json run();
 
  private:
@@ -192,8 +190,7 @@ void TrainingRun::build() {
   if (ec) throw ConfigError("cannot create logging.out_dir '" + out_dir_.string() + "': " + ec.message());
   if (rank_ == 0) writeFileAtomically((out_dir_ / "config.toml").string(), toToml(cfg_));
   trace_.setEnabled(!opts_.timeline_path.empty());
-  // Every collective of the run (also of the grid's and the strategy's splits) on the timeline,
-  // for `lowcomm simulate replay`; detached when the run ends (the world outlives it).
+  // Every collective of the run (also of its splits) on the timeline, for `simulate replay`.
   if (trace_.enabled()) world_->setTrace(&trace_);
   buildModel();
   if (rank_ == 0 && cfg_.model.autocast == "bf16" && !cpuRunsBf16Fast())
