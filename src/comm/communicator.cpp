@@ -4,7 +4,6 @@
 #include <cstring>
 #include <exception>
 #include <map>
-#include <exception>
 #include <thread>
 #include <gloo/context.h>
 
@@ -25,9 +24,10 @@ namespace {
 class CallRecord {
  public:
   CallRecord(Trace* t, const char* op, size_t bytes, DType dt, const std::vector<int>& root_ranks)
-      : t_(t && t->enabled() ? t : nullptr), op_(op), start_(Trace::Clock::now()),
-        exceptions_(std::uncaught_exceptions()) {
-    if (!t_) return;
+      : t_(t && t->enabled() ? t : nullptr), op_(op) {
+    if (!t_) return;  // untraced: nothing on the collective's path
+    start_ = Trace::Clock::now();
+    exceptions_ = std::uncaught_exceptions();
     args = {{"bytes", std::to_string(bytes)}, {"dtype", dtypeName(dt)}};
     if (!root_ranks.empty()) {
       std::string r;
@@ -41,14 +41,16 @@ class CallRecord {
   }
   CallRecord(const CallRecord&) = delete;
   CallRecord& operator=(const CallRecord&) = delete;
+  bool on() const { return t_ != nullptr; }
   std::map<std::string, std::string> args;
 
  private:
   Trace* t_;
   const char* op_;
   Trace::Clock::time_point start_;
-  int exceptions_;
+  int exceptions_ = 0;
 };
+
 std::chrono::milliseconds connectTimeout(const CommOptions& o) {
   return o.connect_timeout.count() > 0 ? o.connect_timeout : o.timeout;
 }
@@ -171,7 +173,7 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
   checkFingerprint("allreduce", count, dt, static_cast<int>(op) | static_cast<int>(a) << 8);
   if (size_ == 1 || count == 0) return;
   CallRecord rec(trace_, "allreduce", count * es, dt, world_ranks_);
-  if (trace_) {
+  if (rec.on()) {
     rec.args["algo"] = algoName(a);
     rec.args["segment"] = std::to_string(opts_.segment_bytes);
     if (a == Algo::hierarchical) rec.args["group_size"] = std::to_string(opts_.group_size);
@@ -205,7 +207,7 @@ void Communicator::broadcast(void* buf, size_t count, DType dt, int root) {
   checkFingerprint("broadcast", count, dt, root);
   if (size_ == 1 || count == 0) return;
   CallRecord rec(trace_, "broadcast", count * dtypeSize(dt), dt, world_ranks_);
-  if (trace_) rec.args["root"] = std::to_string(root);
+  if (rec.on()) rec.args["root"] = std::to_string(root);
   GlooExchange ex(*link_, *meter_, "broadcast", phase_, opts_.timeout, link_->nextSeq());
   broadcastTree(ex, Group::world(rank_, size_), static_cast<char*>(buf), count * dtypeSize(dt), root,
                 opts_.segment_bytes, 0);
@@ -238,7 +240,7 @@ void Communicator::allgatherImpl(const void* send, size_t send_count, void* recv
   if (send_count && out + off[rank_] != send) std::memmove(out + off[rank_], send, send_count * es);
   if (size_ == 1) return;
   CallRecord rec(std::strcmp(op, "setup") == 0 ? nullptr : trace_, "allgatherv", off[size_], dt, world_ranks_);
-  if (trace_) {
+  if (rec.on()) {
     std::string per;
     for (int i = 0; i < size_; ++i) per += (i ? "," : "") + std::to_string(off[i + 1] - off[i]);
     rec.args["rank_bytes"] = per;
