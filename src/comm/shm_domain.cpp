@@ -5,12 +5,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <thread>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/base/proc.h"
 
 namespace lowcomm::comm {
 
@@ -28,14 +27,17 @@ struct Header {
 
 size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-// A zombie is dead too (lowcomm launch keeps exited workers as zombies until the end).
+bool gone(int pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+// A zombie is dead too (lowcomm launch keeps exited workers as zombies until the end). A stat
+// file that cannot be read means dead only if the process is gone by now (it may have been
+// reaped while it was read; an unreadable stat of a live process, e.g. under hidepid, is alive).
 bool alive(int pid) {
   if (pid <= 0) return true;
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const size_t paren = stat.rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat.size() || (stat[paren + 2] != 'Z' && stat[paren + 2] != 'X');
+  if (gone(pid)) return false;
+  const char state = processStateOf(pid);
+  if (state == '\0') return !gone(pid);
+  return state != 'Z' && state != 'X';
 }
 }  // namespace
 

@@ -8,7 +8,6 @@
 #include "lowcomm/launch/launcher.h"
 
 #include <dirent.h>
-#include <fstream>
 #include <thread>
 #include <fcntl.h>
 #include <poll.h>
@@ -24,13 +23,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <iterator>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/base/proc.h"
 #include "lowcomm/launch/cluster.h"
 #include "wire_report.h"
 
@@ -354,8 +353,7 @@ class Supervisor {
     bool live = false;
     while (dirent* e = ::readdir(proc)) {
       if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
-      std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const std::string stat = readProcFile(std::string("/proc/") + e->d_name + "/stat");  // may vanish meanwhile
       const size_t paren = stat.rfind(')');
       if (paren == std::string::npos) continue;
       char state = 0;

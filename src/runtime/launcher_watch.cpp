@@ -4,12 +4,11 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <utility>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/base/proc.h"
 
 namespace lowcomm::runtime {
 
@@ -27,8 +26,7 @@ namespace {
 
 // State and start time (fields 3 and 22 of /proc/PID/stat); empty state when there is no such process.
 std::pair<char, std::string> processState(long pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string content((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string content = readProcFile("/proc/" + std::to_string(pid) + "/stat");
   const size_t paren = content.rfind(')');  // the command name may contain spaces
   if (content.empty() || paren == std::string::npos || paren + 2 >= content.size()) return {'\0', ""};
   std::istringstream rest(content.substr(paren + 2));

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -47,6 +48,12 @@ struct DyingStore : net::Store {
   bool before, after;
 };
 
+// What a survivor caught, on stderr (shown when the test fails), and its exit code.
+int report(int r, const char* what, int code) {
+  std::fprintf(stderr, "rank %d exits %d: %s\n", r, code, what);
+  return code;
+}
+
 // One rank's process: set up the domain, then (stage `mapped`) wait for everyone's first arrival.
 [[noreturn]] void rank(int r, int port, Stage stage) {
   try {
@@ -65,13 +72,15 @@ struct DyingStore : net::Store {
     domain->waitArrived(1, std::chrono::steady_clock::now() + 10s, "test");
     ::_exit(kOk);
   } catch (const PeerError& e) {
-    ::_exit(e.rank() == 0 ? kPeer0 : kOther);
-  } catch (const TimeoutError&) {
-    ::_exit(kTimeout);
-  } catch (const ConfigError&) {
-    ::_exit(kConfig);
+    ::_exit(report(r, e.what(), e.rank() == 0 ? kPeer0 : kOther));
+  } catch (const TimeoutError& e) {
+    ::_exit(report(r, e.what(), kTimeout));
+  } catch (const ConfigError& e) {
+    ::_exit(report(r, e.what(), kConfig));
+  } catch (const std::exception& e) {
+    ::_exit(report(r, e.what(), kOther));
   } catch (...) {
-    ::_exit(kOther);
+    ::_exit(report(r, "a non-standard exception", kOther));
   }
 }
 
