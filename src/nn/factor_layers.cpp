@@ -3,16 +3,12 @@
 #include "lowcomm/base/error.h"
 
 namespace lowcomm::nn {
-namespace {
-
-void checkFactors(const torch::Tensor& a, const torch::Tensor& b, int64_t rows, int64_t cols, const char* what) {
+void checkFactorShapes(const torch::Tensor& a, const torch::Tensor& b, int64_t rows, int64_t cols, const char* what) {
   LC_ENFORCE(a.defined() == b.defined(), what, ": set both factors or neither");
   if (!a.defined()) return;
   LC_ENFORCE(a.dim() == 2 && b.dim() == 2 && a.size(0) == rows && b.size(1) == cols && a.size(1) == b.size(0), what,
              ": factors ", a.sizes(), " x ", b.sizes(), " do not make a ", rows, " x ", cols, " weight");
 }
-
-}  // namespace
 
 bool FactorConv2dImpl::canFactor() const {
   return options.groups() == 1 && c10::get_if<torch::enumtype::kZeros>(&options.padding_mode()) &&
@@ -22,7 +18,7 @@ bool FactorConv2dImpl::canFactor() const {
 void FactorConv2dImpl::setFactors(torch::Tensor a, torch::Tensor b) {
   const auto k = options.kernel_size();
   const int64_t rows = options.out_channels(), cols = options.in_channels() * (*k)[0] * (*k)[1];
-  checkFactors(a, b, rows, cols, "FactorConv2d");
+  checkFactorShapes(a, b, rows, cols, "FactorConv2d");
   LC_ENFORCE(!a.defined() || canFactor(), "FactorConv2d: grouped or non-zero-padded convolutions cannot factor");
   a_ = std::move(a);
   b_ = std::move(b);
@@ -39,7 +35,7 @@ torch::Tensor FactorConv2dImpl::forward(const torch::Tensor& x) {
 }
 
 void FactorLinearImpl::setFactors(torch::Tensor a, torch::Tensor b) {
-  checkFactors(a, b, options.out_features(), options.in_features(), "FactorLinear");
+  checkFactorShapes(a, b, options.out_features(), options.in_features(), "FactorLinear");
   a_ = std::move(a);
   b_ = std::move(b);
 }

@@ -24,6 +24,14 @@ void dropParam(torch::nn::Module& m, const std::string& name) {
   if (dict.contains(name)) dict.erase(name);
 }
 
+// FNV-1a: a layer's sketch seed depends on its name, not its index, so a pipeline stage (which
+// holds some of the layers) draws what the whole model draws for the same layer.
+uint64_t nameHash(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 bool coveredBy(const std::string& path, const std::vector<std::string>& names) {
   for (const auto& n : names)
     if (path == n || path.rfind(n + ".", 0) == 0) return true;
@@ -41,13 +49,15 @@ struct LowRankModel::Slot {
   torch::Tensor a, b;  // factor parameters while factorised
   FactorConv2dImpl* conv = nullptr;  // set when the layer can run from its factors
   FactorLinearImpl* linear = nullptr;
+  FactorisableLinear* other = nullptr;  // a layer of another kind (tensor-parallel shards)
   bool thin = false;  // running from its factors now (weight undefined)
 
-  bool canThin() const { return (conv && conv->canFactor()) || linear; }
+  bool canThin() const { return (conv && conv->canFactor()) || linear || other; }
   void setThin(bool on) {
     thin = on;
     if (conv) conv->setFactors(on ? a : torch::Tensor(), on ? b : torch::Tensor());
     if (linear) linear->setFactors(on ? a : torch::Tensor(), on ? b : torch::Tensor());
+    if (other) other->setFactors(on ? a : torch::Tensor(), on ? b : torch::Tensor());
   }
 };
 
@@ -98,7 +108,7 @@ LowRankModel::Svd LowRankModel::decompose(size_t i, int64_t at_least) {
   const int64_t k = randomized_svd_ && layers_[i].last_rank > 0 ? layers_[i].last_rank + 8 : p;
   Svd d;
   if (k <= p / 2 && k > at_least) {
-    std::tie(d.u, d.s, d.vh) = randomizedSvd(m, k, /*power=*/2, svd_seed_ + 7919 * i);
+    std::tie(d.u, d.s, d.vh) = randomizedSvd(m, k, /*power=*/2, svd_seed_ + 7919 * nameHash(layers_[i].name));
     d.randomized = true;
   } else {
     std::tie(d.u, d.s, d.vh) = torch::linalg::svd(m, /*full_matrices=*/false, c10::nullopt);
@@ -113,11 +123,12 @@ LowRankModel::LowRankModel(std::shared_ptr<Model> model, std::vector<std::string
     : model_(std::move(model)), split_sigma_(split_sigma), factored_forward_(factored_forward) {
   LC_ENFORCE(model_, "LowRankModel needs a model");
   const auto modules = model_->named_modules("", /*include_self=*/false);
+  const auto paths = model_->modulePaths();  // a pipeline stage holds only some of them
   for (const auto& name : full_rank_layers)
-    if (!modules.contains(name)) {
+    if (std::find(paths.begin(), paths.end(), name) == paths.end()) {
       std::string valid;
-      for (const auto& m : modules)
-        if (m.key().find('.') == std::string::npos) valid += (valid.empty() ? "" : ", ") + m.key();
+      for (const auto& path : paths)
+        if (path.find('.') == std::string::npos) valid += (valid.empty() ? "" : ", ") + path;
       throw ConfigError("ab.full_rank_layers: '" + name + "' is not a layer of model '" + model_->spec().name +
                         "' (top-level layers: " + valid + ")");
     }
@@ -126,6 +137,8 @@ LowRankModel::LowRankModel(std::shared_ptr<Model> model, std::vector<std::string
     torch::Tensor* w = nullptr;
     if (auto* conv = m.value()->as<torch::nn::Conv2dImpl>()) w = &conv->weight;
     else if (auto* lin = m.value()->as<torch::nn::LinearImpl>()) w = &lin->weight;
+    auto* other = dynamic_cast<FactorisableLinear*>(m.value().get());
+    if (other) w = &other->factorWeight();
     if (!w || !w->defined() || w->dim() < 2) continue;
     LowRankLayer layer;
     layer.name = m.key();
@@ -138,6 +151,7 @@ LowRankModel::LowRankModel(std::shared_ptr<Model> model, std::vector<std::string
     slot->weight = w;
     slot->conv = dynamic_cast<FactorConv2dImpl*>(m.value().get());
     slot->linear = dynamic_cast<FactorLinearImpl*>(m.value().get());
+    slot->other = other;
     slots_.push_back(slot);
   }
 }
@@ -308,13 +322,17 @@ int64_t LowRankModel::fullRankParameters() const {
   return n;
 }
 
-double LowRankModel::referenceCompression() const {
+int64_t LowRankModel::referenceFullRankParameters() const {
   int64_t denominator = fullRankParameters();
   for (const auto& s : slots_) {
     const auto* bias = s->module->named_parameters(/*recurse=*/false).find("bias");
     if (bias && bias->defined()) denominator -= bias->numel();
   }
-  return static_cast<double>(currentParameters()) / static_cast<double>(denominator);
+  return denominator;
+}
+
+double LowRankModel::referenceCompression() const {
+  return static_cast<double>(currentParameters()) / static_cast<double>(referenceFullRankParameters());
 }
 
 }  // namespace lowcomm::nn

@@ -34,6 +34,12 @@ std::string joinedNames() {
 
 Model::Model(ModelSpec spec) : spec_(std::move(spec)) {}
 
+std::vector<std::string> Model::modulePaths() const {
+  std::vector<std::string> out;
+  for (const auto& m : named_modules("", /*include_self=*/false)) out.push_back(m.key());
+  return out;
+}
+
 void Model::checkInput(const torch::Tensor& x) const {
   const bool ok = x.dim() == 4 && x.size(1) == spec_.in_channels && x.size(2) == spec_.image_size &&
                   x.size(3) == spec_.image_size;

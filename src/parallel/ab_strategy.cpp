@@ -28,7 +28,7 @@ void sizeFields(nlohmann::json& j, double ours, double reference) {
 class AbStrategy : public Strategy {
  public:
   AbStrategy(const StrategyContext& ctx, AbOptions opts)
-      : ab_(ctx.world, ctx.model, *ctx.optimizer, std::move(opts), ctx.ddp, ctx.hooks, ctx.trace) {}
+      : ab_(ctx.world, ctx.model, *ctx.optimizer, std::move(opts), ctx.ddp, ctx.hooks, ctx.trace, ctx.stages) {}
 
   std::string beginStep(int64_t step) override { return ab_.beginStep(step); }
   std::vector<nlohmann::json> takeEvents() override {

@@ -59,11 +59,13 @@ const char* abPhaseName(AbPhase p) {
 }
 
 AbTraining::AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_ptr<nn::Model> model,
-                       torch::optim::Optimizer& opt, AbOptions opts, DdpOptions ddp_opts, HookFactory hooks, Trace* trace)
+                       torch::optim::Optimizer& opt, AbOptions opts, DdpOptions ddp_opts, HookFactory hooks, Trace* trace,
+                       std::shared_ptr<comm::Communicator> stages)
     : world_(std::move(world)),
       lowrank_(std::move(model), opts.full_rank_layers, opts.split_sigma, opts.factored_forward),
       opt_(opt),
-      opts_(std::move(opts)), ddp_opts_(std::move(ddp_opts)), hooks_(std::move(hooks)), trace_(trace) {
+      opts_(std::move(opts)), ddp_opts_(std::move(ddp_opts)), hooks_(std::move(hooks)), trace_(trace),
+      stages_(std::move(stages)) {
   validateAbOptions(opts_);
   mode_ = parseSyncMode(opts_.sync_mode);
   groups_ = formGroups(world_->size(), world_->rank(), opts_.group_size,
@@ -140,8 +142,12 @@ double AbTraining::lr(int64_t step, double scheduled) const {
   return opts_.rebound_lr + (scheduled - opts_.rebound_lr) * t;
 }
 
-double AbTraining::compression() const {
-  return static_cast<double>(lowrank_.currentParameters()) / static_cast<double>(lowrank_.fullRankParameters());
+void AbTraining::measureSizes() {
+  double n[3] = {static_cast<double>(lowrank_.currentParameters()), static_cast<double>(lowrank_.fullRankParameters()),
+                 static_cast<double>(lowrank_.referenceFullRankParameters())};  // exact in a double
+  if (stages_ && stages_->size() > 1) stages_->allreduce(n, 3, comm::DType::f64, comm::ReduceOp::sum);
+  compression_ = n[0] / n[1];
+  reference_ = n[0] / n[2];
 }
 
 std::vector<AbEvent> AbTraining::takeEvents() {
@@ -219,8 +225,9 @@ void AbTraining::enterAb(int64_t step, bool truncate) {
   last_switch_ = step;
   last_ranks_.clear();
   for (const auto& l : lowrank_.layers()) last_ranks_.push_back(l.rank);
-  last_compression_ = compression();
-  last_reference_ = lowrank_.referenceCompression();
+  measureSizes();
+  last_compression_ = compression_;
+  last_reference_ = reference_;
   events_.push_back(AbEvent{step, truncate ? "truncate" : "svd", last_ranks_, last_compression_, last_reference_, {}, {}});
 }
 
@@ -255,7 +262,8 @@ void AbTraining::sync(int64_t step, const char* kind) {
   rebuild(AbPhase::full_rank);
   phase_start_ = step;
   last_switch_ = step;
-  events_.push_back(AbEvent{step, kind, {}, compression(), last_reference_, group_weights, group_of, group_lr});
+  measureSizes();
+  events_.push_back(AbEvent{step, kind, {}, compression_, last_reference_, group_weights, group_of, group_lr});
 }
 
 // svd_split: layer i's factors come from rank i % world, in one broadcast per layer (A then B).
@@ -367,6 +375,7 @@ void AbTraining::loadState(torch::serialize::InputArchive& ar) {
   opt_state_.load(stash, opt_);
   opt_state_.rebind(opt_, trainable());
   rebuild(static_cast<AbPhase>(h[0]));
+  measureSizes();
   phase_start_ = h[1];
   last_switch_ = h[2];
 }

@@ -81,10 +81,15 @@ torch::Tensor Pipeline::sendBackwardRecvForward(const torch::Tensor& input_grad,
   return in.requires_grad_();
 }
 
+torch::Tensor Pipeline::runStage(const MicroBatch& mb) {
+  const auto& in = model_->firstStage() ? mb.x : mb.input;
+  return forward_fn_ ? forward_fn_(in) : model_->forward(in);
+}
+
 void Pipeline::forward(MicroBatch& mb, const LossFn& loss, double scale, double& total) {
   TraceScope span(trace_, "forward", "compute", 0);
   const auto t0 = Clock::now();
-  auto out = model_->forward(model_->firstStage() ? mb.x : mb.input);
+  auto out = runStage(mb);
   if (model_->lastStage()) {
     out = loss(out, mb.y) * scale;
     total += out.item<double>();
@@ -179,7 +184,7 @@ std::pair<double, double> Pipeline::evalBatch(const torch::Tensor& x, const torc
     MicroBatch mb;
     mb.x = xs[i], mb.y = ys[i];
     mb.input = recvForward(mb);
-    mb.output = model_->forward(model_->firstStage() ? mb.x : mb.input);
+    mb.output = runStage(mb);
     if (model_->lastStage()) {
       const auto [loss, correct] = score(mb.output, mb.y);
       sums[0] += loss, sums[1] += correct;

@@ -181,7 +181,8 @@ std::vector<int64_t> unitWeights(const nn::Model& full) {
 
 class ShardedGpt : public ShardedModel {
  public:
-  ShardedGpt(const nn::Model& full, Comm tp, Comm pp) : ShardedModel(full.spec()), tp_(std::move(tp)), pp_(std::move(pp)) {
+  ShardedGpt(const nn::Model& full, Comm tp, Comm pp)
+      : ShardedModel(full.spec()), tp_(std::move(tp)), pp_(std::move(pp)), full_paths_(full.modulePaths()) {
     const auto& s = spec();
     const int stages = pp_ ? pp_->size() : 1;
     bounds_ = stageBounds(unitWeights(full), stages);
@@ -229,6 +230,9 @@ class ShardedGpt : public ShardedModel {
   int64_t correct(const torch::Tensor& logits, const torch::Tensor& targets) override {
     return vocabParallelCorrect(logits, targets, vocabStart(), *tp_);
   }
+  // Every stage names the whole model's layers (ab.full_rank_layers may name another stage's).
+  std::vector<std::string> modulePaths() const override { return full_paths_; }
+
   bool sharded(const std::string& name) const override { return layoutOf(name) != Layout::replicated; }
 
   void gatherInto(nn::Model& full) override {
@@ -312,6 +316,7 @@ class ShardedGpt : public ShardedModel {
   std::vector<TpBlock> block_list_;
   torch::nn::LayerNorm norm_{nullptr};
   ColumnParallelLinear head_{nullptr};
+  std::vector<std::string> full_paths_;
 };
 
 void check(int64_t n, int64_t t, const std::string& what) {

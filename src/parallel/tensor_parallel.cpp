@@ -97,7 +97,15 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(int64_t in, int64_t out, std:
 }
 
 torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& x) {
-  return torch::nn::functional::linear(copyToRegion(x, *tp_), weight, bias);
+  namespace F = torch::nn::functional;
+  const auto in = copyToRegion(x, *tp_);
+  return a_.defined() ? F::linear(F::linear(in, b_), a_, bias) : F::linear(in, weight, bias);
+}
+
+void ColumnParallelLinearImpl::setFactors(torch::Tensor a, torch::Tensor b) {
+  nn::checkFactorShapes(a, b, out_ / tp_->size(), in_, "column-parallel layer");
+  a_ = std::move(a);
+  b_ = std::move(b);
 }
 
 void ColumnParallelLinearImpl::loadFrom(const torch::Tensor& w, const torch::Tensor& b) {
@@ -121,8 +129,15 @@ RowParallelLinearImpl::RowParallelLinearImpl(int64_t in, int64_t out, std::share
 }
 
 torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& x) {
-  auto y = reduceFromRegion(torch::nn::functional::linear(x, weight), *tp_);
+  namespace F = torch::nn::functional;
+  auto y = reduceFromRegion(a_.defined() ? F::linear(F::linear(x, b_), a_) : F::linear(x, weight), *tp_);
   return bias.defined() ? y + bias : y;
+}
+
+void RowParallelLinearImpl::setFactors(torch::Tensor a, torch::Tensor b) {
+  nn::checkFactorShapes(a, b, out_, in_ / tp_->size(), "row-parallel layer");
+  a_ = std::move(a);
+  b_ = std::move(b);
 }
 
 void RowParallelLinearImpl::loadFrom(const torch::Tensor& w, const torch::Tensor& b) {

@@ -211,10 +211,10 @@ void TrainingRun::build() {
   schedule_ = std::make_unique<LrSchedule>(cfg_, total_);
   optimizer_ = makeOptimizer(cfg_, model_->parameters());
 
-  parallel::StrategyContext ctx{grid_.dp_comm, model_, optimizer_.get(), {}, nullptr, &trace_};
+  parallel::StrategyContext ctx{grid_.dp_comm, model_, optimizer_.get(), {}, nullptr, &trace_, shard_.get(),
+                                grid_.pp > 1 ? grid_.pp_comm : nullptr};
   ctx.ddp.bucket_bytes = static_cast<size_t>(cfg_.strategy.bucket_mb * 1024 * 1024);
   ctx.ddp.overlap = cfg_.strategy.overlap;
-  ctx.shard = shard_.get();
   ctx.hooks = [this]() -> std::shared_ptr<parallel::BucketHook> {
     if (cfg_.compress.codec == "none") return nullptr;
     compress::CompressConfig cc = cfg_.compress;
@@ -223,6 +223,7 @@ void TrainingRun::build() {
     return std::make_shared<parallel::CompressHook>(compressors_.back());
   };
   strategy_ = makeStrategy(cfg_, ctx, total_);
+  if (pipeline_) pipeline_->setForward([this](const torch::Tensor& x) { return strategy_->forward(x); });
 }
 
 // The full model a single process would build (same seed, same draws); with parallel.tp > 1 every

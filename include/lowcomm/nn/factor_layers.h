@@ -15,6 +15,21 @@
 
 namespace lowcomm::nn {
 
+// A layer of another kind that LowRankModel factorises as a Linear (e.g. a tensor-parallel
+// Linear's shard): its forward reads factorWeight() [rows x cols] (the 2-D weight LowRankModel
+// replaces by A*B), or, while setFactors got defined tensors, runs as y = (x Bᵀ) Aᵀ with the
+// rest of its forward (bias, communication) unchanged. setFactors with undefined tensors returns
+// to the weight.
+class FactorisableLinear {
+ public:
+  virtual ~FactorisableLinear() = default;
+  virtual torch::Tensor& factorWeight() = 0;
+  virtual void setFactors(torch::Tensor a, torch::Tensor b) = 0;
+};
+
+// Throws lowcomm::Error unless a [rows x r] and b [r x cols] are both defined or both undefined.
+void checkFactorShapes(const torch::Tensor& a, const torch::Tensor& b, int64_t rows, int64_t cols, const char* what);
+
 class FactorConv2dImpl : public torch::nn::Conv2dImpl {
  public:
   using torch::nn::Conv2dImpl::Conv2dImpl;

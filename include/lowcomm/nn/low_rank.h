@@ -113,6 +113,8 @@ class LowRankModel {
   // (factorised layers: bias + A + B) over full-rank parameters where a factorised layer counts
   // its weight only, not its bias. Every other parameter counts on both sides.
   double referenceCompression() const;
+  // Its denominator: fullRankParameters() without the biases of the factorisable layers.
+  int64_t referenceFullRankParameters() const;
 
  private:
   struct Slot;

@@ -58,6 +58,9 @@ class Model : public torch::nn::Module {
   explicit Model(ModelSpec spec);
   virtual torch::Tensor forward(torch::Tensor x) = 0;
   const ModelSpec& spec() const { return spec_; }
+  // The module paths of the whole model ("blocks.0.attn.qkv"), in named_modules() order: this
+  // module's own, unless it is a part of the model (a pipeline stage) that overrides it.
+  virtual std::vector<std::string> modulePaths() const;
 
  protected:
   // Throws lowcomm::Error unless x has the shape forward() accepts.

@@ -96,9 +96,12 @@ struct AbEvent {
 
 class AbTraining {
  public:
+  // `stages` (a pipeline grid, parallel.pp > 1): the communicator of the stages of this rank's
+  // replica; `model` is then one stage, `world` the data-parallel communicator of that stage, and
+  // the model sizes below are summed over the stages (whole model). Null: `model` is whole.
   AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_ptr<nn::Model> model,
              torch::optim::Optimizer& opt, AbOptions opts, DdpOptions ddp_opts, HookFactory hooks = nullptr,
-             Trace* trace = nullptr);
+             Trace* trace = nullptr, std::shared_ptr<comm::Communicator> stages = nullptr);
   ~AbTraining();
 
   // Runs the transitions due before optimizer step `step` (0-based) and returns this step's
@@ -123,9 +126,10 @@ class AbTraining {
   double lr(int64_t step, double scheduled) const;
   // ab.group_lr = "explore": the current center (1 otherwise).
   double lrCenter() const { return lr_center_; }
-  // Parameters of the model as trained now / with every layer full rank (the reference's
-  // compression metric; 1 while full-rank). lastCompression(): after the latest truncation/SVD.
-  double compression() const;
+  // Parameters of the model as trained now / with every layer full rank (1 while full-rank), as
+  // of the latest transition (measured then, collectively over the stages).
+  // lastCompression(): after the latest truncation/SVD.
+  double compression() const { return compression_; }
   double lastCompression() const { return last_compression_; }
   double lastReferenceCompression() const { return last_reference_; }
   const std::vector<int64_t>& lastRanks() const { return last_ranks_; }
@@ -141,6 +145,8 @@ class AbTraining {
   void loadState(torch::serialize::InputArchive& ar);
 
  private:
+  // Sets compression_ and reference_ from the model now (collective over stages_ when set).
+  void measureSizes();
   void retire();  // ends the current DDP, keeping its statistics
   void rebuild(AbPhase phase);
   void enterAb(int64_t step, bool truncate);
@@ -168,6 +174,8 @@ class AbTraining {
   AbPhase phase_ = AbPhase::warmup;
   int64_t phase_start_ = 0, last_switch_ = -1;
   double last_compression_ = 1.0, last_reference_ = 1.0;
+  std::shared_ptr<comm::Communicator> stages_;
+  double compression_ = 1.0, reference_ = 1.0;  // now (measureSizes)
   std::vector<int64_t> last_ranks_;
   std::vector<AbEvent> events_;
   AbGroups layout_;      // the groups as formed; regrouping permutes it

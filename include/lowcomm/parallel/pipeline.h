@@ -63,6 +63,10 @@ class Pipeline {
                    const std::function<void(bool)>& before_backward);
   std::pair<double, double> evalBatch(const torch::Tensor& x, const torch::Tensor& y, const ScoreFn& score);
   const PipelineStats& stats() const { return stats_; }
+  // What runs a micro-batch through this stage (its tokens or received activations): the model's
+  // forward unless set, e.g. to a strategy's forward that first rebuilds weights from factors.
+  using ForwardFn = std::function<torch::Tensor(const torch::Tensor& input)>;
+  void setForward(ForwardFn forward) { forward_fn_ = std::move(forward); }
 
  private:
   struct MicroBatch {
@@ -80,6 +84,7 @@ class Pipeline {
   torch::Tensor sendForwardRecvBackward(const MicroBatch& sending, const MicroBatch& oldest);
   torch::Tensor sendBackwardRecvForward(const torch::Tensor& input_grad, const MicroBatch& next);
   void noteInFlight(int in_flight, int64_t heap_start);
+  torch::Tensor runStage(const MicroBatch& mb);
 
   std::shared_ptr<ShardedModel> model_;
   std::shared_ptr<comm::Communicator> pp_;
@@ -89,6 +94,7 @@ class Pipeline {
   double compute_s_ = 0;  // of the current step
   int64_t started_ = 0;   // training steps begun
   PipelineStats stats_;
+  ForwardFn forward_fn_;
 };
 
 }  // namespace lowcomm::parallel

@@ -52,6 +52,9 @@ struct StrategyContext {
   HookFactory hooks;
   Trace* trace = nullptr;
   ShardedModel* shard = nullptr;
+  // A pipeline grid (parallel.pp > 1): the stages of this rank's replica, `model` being one of
+  // them; null otherwise.
+  std::shared_ptr<comm::Communicator> stages;
 };
 
 class Strategy {

@@ -22,13 +22,14 @@
 #include <memory>
 
 #include "lowcomm/comm/communicator.h"
+#include "lowcomm/nn/factor_layers.h"
 
 namespace lowcomm::parallel {
 
 torch::Tensor copyToRegion(const torch::Tensor& x, comm::Communicator& tp);
 torch::Tensor reduceFromRegion(const torch::Tensor& x, comm::Communicator& tp);
 
-class ColumnParallelLinearImpl : public torch::nn::Module {
+class ColumnParallelLinearImpl : public torch::nn::Module, public nn::FactorisableLinear {
  public:
   // init: torch::nn::Linear's default init of the full layer, sharded; false leaves the weights
   // uninitialised (for a loadFrom that follows) and draws nothing from torch's generator.
@@ -38,14 +39,18 @@ class ColumnParallelLinearImpl : public torch::nn::Module {
   // Copies this rank's rows out of a full layer's weight [out x in] and bias [out].
   void loadFrom(const torch::Tensor& weight, const torch::Tensor& bias);
   torch::Tensor weight, bias;  // [out/T x in], [out/T] (undefined without bias)
+  // AB-training factorises this rank's shard: y = (f(x) Bᵀ) Aᵀ + b_r.
+  torch::Tensor& factorWeight() override { return weight; }
+  void setFactors(torch::Tensor a, torch::Tensor b) override;
 
  private:
+  torch::Tensor a_, b_;
   std::shared_ptr<comm::Communicator> tp_;
   int64_t in_, out_;
 };
 TORCH_MODULE(ColumnParallelLinear);
 
-class RowParallelLinearImpl : public torch::nn::Module {
+class RowParallelLinearImpl : public torch::nn::Module, public nn::FactorisableLinear {
  public:
   RowParallelLinearImpl(int64_t in, int64_t out, std::shared_ptr<comm::Communicator> tp, bool bias = true,
                         bool init = true);
@@ -53,8 +58,12 @@ class RowParallelLinearImpl : public torch::nn::Module {
   // Copies this rank's columns out of a full layer's weight [out x in], and the whole bias [out].
   void loadFrom(const torch::Tensor& weight, const torch::Tensor& bias);
   torch::Tensor weight, bias;  // [out x in/T], [out] (undefined without bias)
+  // AB-training factorises this rank's shard: y = g((x_r Bᵀ) Aᵀ) + b.
+  torch::Tensor& factorWeight() override { return weight; }
+  void setFactors(torch::Tensor a, torch::Tensor b) override;
 
  private:
+  torch::Tensor a_, b_;
   std::shared_ptr<comm::Communicator> tp_;
   int64_t in_, out_;
 };
