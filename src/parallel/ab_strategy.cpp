@@ -5,10 +5,9 @@
 namespace lowcomm::parallel {
 namespace {
 
-nlohmann::json ranksJson(const std::vector<int64_t>& ranks, const AbTraining& ab) {
+nlohmann::json ranksJson(const std::vector<AbLayerRow>& layers) {
   nlohmann::json out = nlohmann::json::object();
-  const auto& layers = ab.lowRank().layers();
-  for (size_t i = 0; i < ranks.size() && i < layers.size(); ++i) out[layers[i].name] = ranks[i];
+  for (const auto& l : layers) out[l.name] = l.rank;
   return out;
 }
 
@@ -75,7 +74,7 @@ class AbStrategy : public Strategy {
 nlohmann::json abEventJson(const AbEvent& e, const AbTraining& ab) {
   nlohmann::json j = {{"type", "ab"}, {"step", e.step}, {"event", e.kind}};
   sizeFields(j, e.compression, e.compression_reference);
-  if (!e.ranks.empty()) j["ranks"] = ranksJson(e.ranks, ab);
+  if (!e.ranks.empty()) j["ranks"] = ranksJson(e.ranks);
   if (!e.group_weights.empty()) j["group_weights"] = e.group_weights;
   if (!e.group_of.empty()) j["group_of"] = e.group_of;
   if (!e.group_lr.empty()) j["group_lr"] = e.group_lr;
@@ -85,17 +84,13 @@ nlohmann::json abEventJson(const AbEvent& e, const AbTraining& ab) {
 nlohmann::json abSummaryJson(const AbTraining& ab) {
   const auto& g = ab.groups();
   const auto& o = ab.options();
-  // Per factorised layer, as of the last SVD: shape, kept rank, parameters before and after.
+  // Per factorised layer of the whole model, as of the last SVD: shape, kept rank, parameters
+  // before and after.
   nlohmann::json layers = nlohmann::json::array();
-  const auto& lr = ab.lowRank();
-  const auto& ranks = ab.lastRanks();
-  for (size_t i = 0; i < lr.layers().size(); ++i) {
-    const auto& l = lr.layers()[i];
-    const int64_t r = i < ranks.size() ? ranks[i] : 0;
-    layers.push_back({{"name", l.name}, {"rows", l.rows}, {"cols", l.cols}, {"rank", r},
+  for (const auto& l : ab.modelLayers())
+    layers.push_back({{"name", l.name}, {"rows", l.rows}, {"cols", l.cols}, {"rank", l.rank},
                       {"full_rank", std::min(l.rows, l.cols)}, {"params_full", l.rows * l.cols},
-                      {"params_factors", r * (l.rows + l.cols)}});
-  }
+                      {"params_factors", l.rank * (l.rows + l.cols)}});
   nlohmann::json j = {{"group_size", groupSizeJson(o.group_size)},
                       {"train_setup", o.train_setup},
                       {"members", g.members},
@@ -106,7 +101,7 @@ nlohmann::json abSummaryJson(const AbTraining& ab) {
                       {"regroup", o.regroup},
                       {"group_lr", o.group_lr},
                       {"steps_by_phase", ab.stepsByPhase()},
-                      {"ranks", ranksJson(ab.lastRanks(), ab)}};
+                      {"ranks", ranksJson(ab.modelLayers())}};
   if (o.group_lr == "explore") {
     j["group_lr_spread"] = o.group_lr_spread;
     j["group_lr_center"] = ab.lrCenter();

@@ -1,5 +1,7 @@
 #include "lowcomm/parallel/ab_training.h"
 
+#include <sstream>
+
 #include <algorithm>
 
 #include "lowcomm/base/error.h"
@@ -85,6 +87,7 @@ AbTraining::AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_pt
   ddp_world_ = world_->split(0, world_->rank());
   opt_state_.rebind(opt_, trainable());
   rebuild(AbPhase::warmup);
+  gatherLayers();  // every layer at rank 0 until the first SVD
   ddp_opts_.broadcast_initial = false;  // later rebuilds start from weights known to agree
 }
 
@@ -140,6 +143,30 @@ double AbTraining::lr(int64_t step, double scheduled) const {
   if (since >= opts_.lr_rebound_steps) return scheduled;
   const double t = static_cast<double>(since) / static_cast<double>(opts_.lr_rebound_steps);
   return opts_.rebound_lr + (scheduled - opts_.rebound_lr) * t;
+}
+
+// Each stage's rows as "name rows cols rank" lines, concatenated in stage order.
+void AbTraining::gatherLayers() {
+  std::string mine;
+  const auto& layers = lowrank_.layers();
+  for (size_t i = 0; i < layers.size(); ++i)
+    mine += layers[i].name + " " + std::to_string(layers[i].rows) + " " + std::to_string(layers[i].cols) + " " +
+            std::to_string(i < last_ranks_.size() ? last_ranks_[i] : 0) + "\n";
+  std::string all = mine;
+  if (stages_ && stages_->size() > 1) {
+    std::vector<int64_t> sizes(stages_->size());
+    int64_t n = static_cast<int64_t>(mine.size());
+    stages_->allgather(&n, sizes.data(), 1, comm::DType::i64);
+    std::vector<size_t> counts(sizes.begin(), sizes.end());
+    size_t total = 0;
+    for (auto c : counts) total += c;
+    all.assign(total, '\0');
+    stages_->allgatherv(mine.data(), mine.size(), all.data(), counts, comm::DType::u8);
+  }
+  model_layers_.clear();
+  std::istringstream in(all);
+  AbLayerRow row;
+  while (in >> row.name >> row.rows >> row.cols >> row.rank) model_layers_.push_back(row);
 }
 
 void AbTraining::measureSizes() {
@@ -228,7 +255,8 @@ void AbTraining::enterAb(int64_t step, bool truncate) {
   measureSizes();
   last_compression_ = compression_;
   last_reference_ = reference_;
-  events_.push_back(AbEvent{step, truncate ? "truncate" : "svd", last_ranks_, last_compression_, last_reference_, {}, {}});
+  gatherLayers();
+  events_.push_back(AbEvent{step, truncate ? "truncate" : "svd", model_layers_, last_compression_, last_reference_, {}, {}});
 }
 
 void AbTraining::sync(int64_t step, const char* kind) {
@@ -364,6 +392,7 @@ void AbTraining::loadState(torch::serialize::InputArchive& ar) {
   lr_center_ = ar.try_read("group_lr_center", center) && center.numel() == 1 ? center.item<double>() : 1.0;
   retire();
   if (last_ranks_.size() == lowrank_.layers().size()) lowrank_.setLastRanks(last_ranks_);
+  gatherLayers();
   // Zero placeholders of the right shapes: the checkpoint's model section fills in A and B.
   const std::vector<bool> no_svd(lowrank_.layers().size(), false);
   if (h[3] && mode_ == SyncMode::only_smaller) lowrank_.factorise(ranks, lowrank_.smallerFactors(), no_svd);

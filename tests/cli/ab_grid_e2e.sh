@@ -5,7 +5,7 @@
 # final sync. (dp, pp) = (2, 2) with 1F1B and with GPipe follows the 2-process run without a
 # pipeline (same seed, same global batch of 4 sequences): every evaluation's test loss within 1e-4
 # relative, the final model_state.pt within 1e-5, the same AB events at the same steps, the same
-# truncation ranks and the same whole-model size fractions (summed over the stages). A resumed
+# truncation ranks of every layer and the same whole-model size fractions (gathered over the stages). A resumed
 # grid run (from a checkpoint taken in the ab phase) ends bit-identical to the uninterrupted one.
 set -euo pipefail
 LOWCOMM=$1
@@ -54,10 +54,12 @@ for g in ("dp2pp2", "dp2pp2_gpipe"):
     assert sorted(got) == sorted(want) and worst < 1e-4, (g, worst)
     assert sorted(state(g)) == sorted(w) and d < 1e-5, (g, d)
     assert [(e["step"], e["event"]) for e in records(g, "ab")] == events, g
-    # The summary's sizes are the whole model's (summed over the stages), its ranks stage 0's layers.
+    # The summary's sizes, ranks and layers are the whole model's (gathered over the stages).
     for k in ("model_size_fraction", "compression_reference"):
         assert abs(ab[k] / ref[k] - 1) < 1e-12, (g, k, ab[k], ref[k])
-    assert ab["ranks"] and all(ref["ranks"][n] == r for n, r in ab["ranks"].items()), (g, ab["ranks"], ref["ranks"])
+    assert ab["ranks"] == ref["ranks"] and ab["layers"] == ref["layers"], (g, ab["ranks"], ref["ranks"])
+    assert len(ref["ranks"]) == 8 and any(n.startswith("blocks.1.") for n in ab["ranks"]), ab["ranks"]  # 2 blocks x 4
+    assert [e["ranks"] for e in records(g, "ab") if "ranks" in e] == [e["ranks"] for e in records("dp2", "ab") if "ranks" in e], g
     # Groups of one rank: no traffic in the ab phase; the syncs and full-rank steps cross the dp axis.
     axes, phases = summ[g]["parallel"]["bytes_sent_by_axis"], summ[g]["bytes_by_phase"]
     assert axes["pp"] > 0 and phases["sync"]["sent"] > 0 and "ab" not in phases, (g, axes, phases)

@@ -17,6 +17,12 @@ using namespace lowcomm::parallel;
 
 namespace {
 
+std::vector<int64_t> rankList(const AbEvent& e) {
+  std::vector<int64_t> out;
+  for (const auto& l : e.ranks) out.push_back(l.rank);
+  return out;
+}
+
 using Snapshot = std::map<std::string, torch::Tensor>;
 
 Snapshot snapshot(const torch::nn::Module& m) {
@@ -168,17 +174,19 @@ TEST_P(AbSchedule, LabelsEventsReboundAndFinalModel) {
       EXPECT_EQ(e.kind, want_events[k].second) << "event " << k;
       if (e.kind == "svd") {
         // Untruncated: mlp's one low-rank layer "hidden" [256 x 512] at rank 256.
-        EXPECT_EQ(e.ranks, (std::vector<int64_t>{256}));
+        EXPECT_EQ(rankList(e), (std::vector<int64_t>{256}));
+        EXPECT_EQ(e.ranks[0].name, "hidden");
+        EXPECT_EQ(e.ranks[0].rows * e.ranks[0].cols, 256 * 512);
         const double full = 64 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10;
         EXPECT_EQ(log.full_params, full);
         EXPECT_NEAR(e.compression, (full - 512 * 256 + 256 * (256 + 512)) / full, 1e-12);
       } else if (e.kind == "truncate") {
         ASSERT_EQ(e.ranks.size(), 1u);
-        EXPECT_GE(e.ranks[0], 1);
-        EXPECT_LE(e.ranks[0], 256);
-        EXPECT_NEAR(e.compression, (log.full_params - 512 * 256 + e.ranks[0] * (256 + 512)) / log.full_params, 1e-12);
+        EXPECT_GE(e.ranks[0].rank, 1);
+        EXPECT_LE(e.ranks[0].rank, 256);
+        EXPECT_NEAR(e.compression, (log.full_params - 512 * 256 + e.ranks[0].rank * (256 + 512)) / log.full_params, 1e-12);
         // The same rank on every rank.
-        EXPECT_EQ(e.ranks, logs[0].events[k].ranks);
+        EXPECT_EQ(rankList(e), rankList(logs[0].events[k]));
       } else {
         EXPECT_TRUE(e.ranks.empty());
         EXPECT_DOUBLE_EQ(e.compression, 1.0);
@@ -197,7 +205,7 @@ TEST_P(AbSchedule, LabelsEventsReboundAndFinalModel) {
     EXPECT_FALSE(log.snaps.at(3).count("hidden.weight"));
     EXPECT_TRUE(log.snaps.at(4).count("hidden.weight")) << "a sync step merges the model";
     EXPECT_FALSE(log.snaps.at(4).count("hidden.A"));
-    EXPECT_EQ(log.snaps.at(6).at("hidden.A").size(1), log.events[2].ranks[0]);
+    EXPECT_EQ(log.snaps.at(6).at("hidden.A").size(1), log.events[2].ranks[0].rank);
     // After finish: merged, every parameter a "*.weight" or "*.bias".
     const auto& fin = log.snaps.at(-1);
     for (const auto& [k, v] : fin) {

@@ -83,10 +83,17 @@ enum class AbPhase { warmup = 0, ab = 1, full_rank = 2 };
 const char* abPhaseName(AbPhase p);
 
 // A structural change, for the metrics stream.
+// One factorisable layer of the whole model (every pipeline stage's, in stage order) as of the
+// latest SVD: its 2-D shape and the rank it was factorised at.
+struct AbLayerRow {
+  std::string name;
+  int64_t rows = 0, cols = 0, rank = 0;
+};
+
 struct AbEvent {
   int64_t step = 0;
   std::string kind;              // "svd" (after warmup), "sync", "truncate", "final-sync"
-  std::vector<int64_t> ranks;    // per low-rank layer after the change (empty when full-rank)
+  std::vector<AbLayerRow> ranks; // per low-rank layer of the whole model after the change (empty when full-rank)
   double compression = 1.0;      // parameters now / full-rank parameters
   double compression_reference = 1.0;  // LowRankModel::referenceCompression()
   std::vector<double> group_weights;   // syncs with ab.sync_weights = "inverse-loss": per group
@@ -132,7 +139,9 @@ class AbTraining {
   double compression() const { return compression_; }
   double lastCompression() const { return last_compression_; }
   double lastReferenceCompression() const { return last_reference_; }
-  const std::vector<int64_t>& lastRanks() const { return last_ranks_; }
+  const std::vector<int64_t>& lastRanks() const { return last_ranks_; }  // this stage's layers
+  // The whole model's layers as of the latest SVD (gathered over the stages then).
+  const std::vector<AbLayerRow>& modelLayers() const { return model_layers_; }
   // Events since the last call.
   std::vector<AbEvent> takeEvents();
   const std::map<std::string, int64_t>& stepsByPhase() const { return steps_by_phase_; }
@@ -147,6 +156,8 @@ class AbTraining {
  private:
   // Sets compression_ and reference_ from the model now (collective over stages_ when set).
   void measureSizes();
+  // Sets model_layers_ from this stage's layers and last_ranks_ (collective over stages_ when set).
+  void gatherLayers();
   void retire();  // ends the current DDP, keeping its statistics
   void rebuild(AbPhase phase);
   void enterAb(int64_t step, bool truncate);
@@ -177,6 +188,7 @@ class AbTraining {
   std::shared_ptr<comm::Communicator> stages_;
   double compression_ = 1.0, reference_ = 1.0;  // now (measureSizes)
   std::vector<int64_t> last_ranks_;
+  std::vector<AbLayerRow> model_layers_;
   std::vector<AbEvent> events_;
   AbGroups layout_;      // the groups as formed; regrouping permutes it
   int64_t regroups_ = 0;
