@@ -50,6 +50,8 @@ struct LowRankModel::Slot {
   FactorConv2dImpl* conv = nullptr;  // set when the layer can run from its factors
   FactorLinearImpl* linear = nullptr;
   FactorisableLinear* other = nullptr;  // a layer of another kind (tensor-parallel shards)
+  int split_dim = -1;                   // other's split: -1 none, 0 rows, 1 columns
+  int64_t parts = 1, index = 0;
   bool thin = false;  // running from its factors now (weight undefined)
 
   bool canThin() const { return (conv && conv->canFactor()) || linear || other; }
@@ -145,6 +147,9 @@ LowRankModel::LowRankModel(std::shared_ptr<Model> model, std::vector<std::string
     layer.shape = w->sizes().vec();
     layer.rows = layer.shape[0];
     layer.cols = w->numel() / layer.rows;
+    const int split_dim = other ? other->splitDim() : -1;  // the whole layer's shape
+    if (split_dim == 0) layer.rows *= other->splitParts();
+    if (split_dim == 1) layer.cols *= other->splitParts();
     layers_.push_back(layer);
     auto slot = std::make_shared<Slot>();
     slot->module = m.value();
@@ -152,6 +157,7 @@ LowRankModel::LowRankModel(std::shared_ptr<Model> model, std::vector<std::string
     slot->conv = dynamic_cast<FactorConv2dImpl*>(m.value().get());
     slot->linear = dynamic_cast<FactorLinearImpl*>(m.value().get());
     slot->other = other;
+    if (split_dim >= 0) slot->split_dim = split_dim, slot->parts = other->splitParts(), slot->index = other->splitIndex();
     slots_.push_back(slot);
   }
 }
@@ -173,8 +179,9 @@ torch::Tensor LowRankModel::matrix(size_t i) const {
   LC_ENFORCE(i < layers_.size(), "low-rank layer index ", i, " out of range");
   torch::NoGradGuard no_grad;
   const auto& s = *slots_[i];
-  if (factorised_) return s.a.mm(s.b).detach();
-  return s.weight->detach().reshape({layers_[i].rows, layers_[i].cols}).clone();
+  const int64_t rows = layers_[i].shape[0];
+  const auto part = factorised_ ? s.a.mm(s.b).detach() : s.weight->detach().reshape({rows, -1}).clone();
+  return s.split_dim >= 0 ? s.other->gatherSplit(part) : part;
 }
 
 torch::Tensor LowRankModel::factorA(size_t i) const { return slots_.at(i)->a; }
@@ -230,7 +237,8 @@ void LowRankModel::factorise(const std::vector<int64_t>& ranks, const std::vecto
     const Factor trained = trained_each[i];
     const int64_t r = std::clamp<int64_t>(ranks[i], 1, std::min(layer.rows, layer.cols));
     if (!compute.empty() && !compute[i]) {  // placeholders; the caller fills them in, then refreshWeights()
-      installFactors(i, torch::zeros({layer.rows, r}), torch::zeros({r, layer.cols}), trained);
+      installFactors(i, torch::zeros({s.split_dim == 0 ? layer.rows / s.parts : layer.rows, r}),
+                     torch::zeros({r, s.split_dim == 1 ? layer.cols / s.parts : layer.cols}), trained);
       continue;
     }
     const Svd d = decompose(i, r - 1);  // a sketch only if it covers rank r
@@ -247,6 +255,8 @@ void LowRankModel::factorise(const std::vector<int64_t>& ranks, const std::vecto
     } else {
       a = u, b = sv.unsqueeze(1) * vh;
     }
+    if (s.split_dim == 0) a = a.narrow(0, s.index * (layer.rows / s.parts), layer.rows / s.parts);
+    if (s.split_dim == 1) b = b.narrow(1, s.index * (layer.cols / s.parts), layer.cols / s.parts);
     installFactors(i, a, b, trained);
   }
   factorised_ = true;
@@ -267,7 +277,10 @@ void LowRankModel::installFactors(size_t i, const torch::Tensor& a, const torch:
   layer.rank = r;
   layer.last_rank = r;
   // Two thin ops cost r(rows + cols) per input position against rows*cols for W itself.
-  s.setThin(factored_forward_ && s.canThin() && r * (layer.rows + layer.cols) < layer.rows * layer.cols);
+  // A split layer always runs thin: from a materialised part A_r B its replicated factor would get
+  // only this part's share of the gradient.
+  s.setThin(s.split_dim >= 0 ||
+            (factored_forward_ && s.canThin() && r * (layer.rows + layer.cols) < layer.rows * layer.cols));
   *s.weight = s.thin ? torch::Tensor() : s.a.mm(s.b).view(layer.shape);
 }
 
@@ -318,8 +331,17 @@ int64_t LowRankModel::currentParameters() const { return parameterCount(*model_)
 int64_t LowRankModel::fullRankParameters() const {
   int64_t n = currentParameters();
   if (factorised_)
-    for (const auto& l : layers_) n += l.rows * l.cols - l.rank * (l.rows + l.cols);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      int64_t weight = 1;
+      for (const auto d : layers_[i].shape) weight *= d;
+      n += weight - slots_[i]->a.numel() - slots_[i]->b.numel();
+    }
   return n;
+}
+
+int64_t LowRankModel::biasNumel(size_t i) const {
+  const auto* bias = slots_.at(i)->module->named_parameters(/*recurse=*/false).find("bias");
+  return bias && bias->defined() ? bias->numel() : 0;
 }
 
 int64_t LowRankModel::referenceFullRankParameters() const {

@@ -1,6 +1,7 @@
 // `strategy.name = "ab"`: AbTraining behind the Strategy seam, and the JSON its events and
 // summary block carry.
 #include "lowcomm/parallel/ab_training.h"
+#include "lowcomm/parallel/sharded_model.h"
 
 namespace lowcomm::parallel {
 namespace {
@@ -24,10 +25,16 @@ void sizeFields(nlohmann::json& j, double ours, double reference) {
   j["compression_reference_n_to_1"] = reference > 0 ? 1.0 / reference : 0.0;
 }
 
+AbModelParts partsOf(const StrategyContext& ctx) {
+  AbModelParts parts{ctx.stages, ctx.tensor, nullptr};
+  if (ctx.shard) parts.split = [shard = ctx.shard](const std::string& name) { return shard->sharded(name); };
+  return parts;
+}
+
 class AbStrategy : public Strategy {
  public:
   AbStrategy(const StrategyContext& ctx, AbOptions opts)
-      : ab_(ctx.world, ctx.model, *ctx.optimizer, std::move(opts), ctx.ddp, ctx.hooks, ctx.trace, ctx.stages) {}
+      : ab_(ctx.world, ctx.model, *ctx.optimizer, std::move(opts), ctx.ddp, ctx.hooks, ctx.trace, partsOf(ctx)) {}
 
   std::string beginStep(int64_t step) override { return ab_.beginStep(step); }
   std::vector<nlohmann::json> takeEvents() override {

@@ -62,12 +62,12 @@ const char* abPhaseName(AbPhase p) {
 
 AbTraining::AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_ptr<nn::Model> model,
                        torch::optim::Optimizer& opt, AbOptions opts, DdpOptions ddp_opts, HookFactory hooks, Trace* trace,
-                       std::shared_ptr<comm::Communicator> stages)
+                       AbModelParts parts)
     : world_(std::move(world)),
       lowrank_(std::move(model), opts.full_rank_layers, opts.split_sigma, opts.factored_forward),
       opt_(opt),
       opts_(std::move(opts)), ddp_opts_(std::move(ddp_opts)), hooks_(std::move(hooks)), trace_(trace),
-      stages_(std::move(stages)) {
+      parts_(std::move(parts)) {
   validateAbOptions(opts_);
   mode_ = parseSyncMode(opts_.sync_mode);
   groups_ = formGroups(world_->size(), world_->rank(), opts_.group_size,
@@ -153,15 +153,15 @@ void AbTraining::gatherLayers() {
     mine += layers[i].name + " " + std::to_string(layers[i].rows) + " " + std::to_string(layers[i].cols) + " " +
             std::to_string(i < last_ranks_.size() ? last_ranks_[i] : 0) + "\n";
   std::string all = mine;
-  if (stages_ && stages_->size() > 1) {
-    std::vector<int64_t> sizes(stages_->size());
+  if (const auto& stages = parts_.stages; stages && stages->size() > 1) {
+    std::vector<int64_t> sizes(stages->size());
     int64_t n = static_cast<int64_t>(mine.size());
-    stages_->allgather(&n, sizes.data(), 1, comm::DType::i64);
+    stages->allgather(&n, sizes.data(), 1, comm::DType::i64);
     std::vector<size_t> counts(sizes.begin(), sizes.end());
     size_t total = 0;
     for (auto c : counts) total += c;
     all.assign(total, '\0');
-    stages_->allgatherv(mine.data(), mine.size(), all.data(), counts, comm::DType::u8);
+    stages->allgatherv(mine.data(), mine.size(), all.data(), counts, comm::DType::u8);
   }
   model_layers_.clear();
   std::istringstream in(all);
@@ -169,12 +169,23 @@ void AbTraining::gatherLayers() {
   while (in >> row.name >> row.rows >> row.cols >> row.rank) model_layers_.push_back(row);
 }
 
+// Whole-model counts: a replicated parameter counts 1/T on each of the T tensor-parallel ranks,
+// a layer's full-rank extra (whole-layer shape) 1/T too; then summed over tensor ranks and stages.
 void AbTraining::measureSizes() {
-  double n[3] = {static_cast<double>(lowrank_.currentParameters()), static_cast<double>(lowrank_.fullRankParameters()),
-                 static_cast<double>(lowrank_.referenceFullRankParameters())};  // exact in a double
-  if (stages_ && stages_->size() > 1) stages_->allreduce(n, 3, comm::DType::f64, comm::ReduceOp::sum);
-  compression_ = n[0] / n[1];
-  reference_ = n[0] / n[2];
+  const double t = parts_.tensor ? parts_.tensor->size() : 1;
+  auto share = [&](const std::string& name) { return t > 1 && parts_.split && !parts_.split(name) ? 1.0 / t : 1.0; };
+  double n[3] = {0, 0, 0};  // parameters now, what full rank would add, the factorisable layers' biases
+  for (const auto& p : lowrank_.model().named_parameters()) n[0] += static_cast<double>(p.value().numel()) * share(p.key());
+  const auto& layers = lowrank_.layers();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const auto& l = layers[i];
+    if (l.rank > 0) n[1] += static_cast<double>(l.rows * l.cols - l.rank * (l.rows + l.cols)) / t;
+    n[2] += static_cast<double>(lowrank_.biasNumel(i)) * share(l.name + ".bias");
+  }
+  for (auto* c : {parts_.tensor.get(), parts_.stages.get()})
+    if (c && c->size() > 1) c->allreduce(n, 3, comm::DType::f64, comm::ReduceOp::sum);
+  compression_ = n[0] / (n[0] + n[1]);
+  reference_ = n[0] / (n[0] + n[1] - n[2]);
 }
 
 std::vector<AbEvent> AbTraining::takeEvents() {
@@ -256,7 +267,7 @@ void AbTraining::enterAb(int64_t step, bool truncate) {
   last_compression_ = compression_;
   last_reference_ = reference_;
   gatherLayers();
-  events_.push_back(AbEvent{step, truncate ? "truncate" : "svd", model_layers_, last_compression_, last_reference_, {}, {}});
+  events_.push_back(AbEvent{step, truncate ? "truncate" : "svd", model_layers_, last_compression_, last_reference_, {}, {}, {}});
 }
 
 void AbTraining::sync(int64_t step, const char* kind) {

@@ -233,7 +233,15 @@ class ShardedGpt : public ShardedModel {
   // Every stage names the whole model's layers (ab.full_rank_layers may name another stage's).
   std::vector<std::string> modulePaths() const override { return full_paths_; }
 
-  bool sharded(const std::string& name) const override { return layoutOf(name) != Layout::replicated; }
+  bool sharded(const std::string& name) const override {
+    // AB-training's factors of a split layer W = A B: A holds the split rows, B the split columns.
+    for (const char* factor : {".A", ".B"})
+      if (endsWith(name, factor)) {
+        const Layout l = layoutOf(name.substr(0, name.size() - 2) + ".weight");
+        return l != Layout::replicated && (l == Layout::cols) == (factor[1] == 'B');
+      }
+    return layoutOf(name) != Layout::replicated;
+  }
 
   void gatherInto(nn::Model& full) override {
     torch::NoGradGuard no_grad;

@@ -73,6 +73,17 @@ std::pair<torch::Tensor, torch::Tensor> fullInit(int64_t in, int64_t out) {
   return {w, b};
 }
 
+// The parts of a matrix split over `tp` along `dim` (0: rows, 1: columns), put together in rank
+// order (collective). f32 on the wire; the result has the part's dtype.
+torch::Tensor gatherParts(const torch::Tensor& part, comm::Communicator& tp, int dim) {
+  if (tp.size() == 1) return part;
+  const auto mine = part.detach().to(torch::kFloat32).contiguous();
+  auto all = torch::empty({tp.size(), mine.size(0), mine.size(1)}, torch::kFloat32);
+  tp.allgather(mine.data_ptr(), all.data_ptr(), static_cast<size_t>(mine.numel()), comm::DType::f32);
+  auto full = dim == 0 ? all.reshape({-1, mine.size(1)}) : all.permute({1, 0, 2}).reshape({mine.size(0), -1});
+  return full.to(part.scalar_type());
+}
+
 }  // namespace
 
 torch::Tensor copyToRegion(const torch::Tensor& x, comm::Communicator& tp) {
@@ -98,14 +109,18 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(int64_t in, int64_t out, std:
 
 torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& x) {
   namespace F = torch::nn::functional;
-  const auto in = copyToRegion(x, *tp_);
-  return a_.defined() ? F::linear(F::linear(in, b_), a_, bias) : F::linear(in, weight, bias);
+  if (a_.defined()) return F::linear(copyToRegion(F::linear(x, b_), *tp_), a_, bias);
+  return F::linear(copyToRegion(x, *tp_), weight, bias);
 }
 
 void ColumnParallelLinearImpl::setFactors(torch::Tensor a, torch::Tensor b) {
   nn::checkFactorShapes(a, b, out_ / tp_->size(), in_, "column-parallel layer");
   a_ = std::move(a);
   b_ = std::move(b);
+}
+
+torch::Tensor ColumnParallelLinearImpl::gatherSplit(const torch::Tensor& part) {
+  return gatherParts(part, *tp_, 0);
 }
 
 void ColumnParallelLinearImpl::loadFrom(const torch::Tensor& w, const torch::Tensor& b) {
@@ -130,7 +145,8 @@ RowParallelLinearImpl::RowParallelLinearImpl(int64_t in, int64_t out, std::share
 
 torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& x) {
   namespace F = torch::nn::functional;
-  auto y = reduceFromRegion(a_.defined() ? F::linear(F::linear(x, b_), a_) : F::linear(x, weight), *tp_);
+  auto y = a_.defined() ? F::linear(reduceFromRegion(F::linear(x, b_), *tp_), a_)
+                        : reduceFromRegion(F::linear(x, weight), *tp_);
   return bias.defined() ? y + bias : y;
 }
 
@@ -138,6 +154,10 @@ void RowParallelLinearImpl::setFactors(torch::Tensor a, torch::Tensor b) {
   nn::checkFactorShapes(a, b, out_, in_ / tp_->size(), "row-parallel layer");
   a_ = std::move(a);
   b_ = std::move(b);
+}
+
+torch::Tensor RowParallelLinearImpl::gatherSplit(const torch::Tensor& part) {
+  return gatherParts(part, *tp_, 1);
 }
 
 void RowParallelLinearImpl::loadFrom(const torch::Tensor& w, const torch::Tensor& b) {

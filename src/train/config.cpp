@@ -333,8 +333,8 @@ void validateAb(const TrainConfig& c, const std::string& where) {
   if (!(a.low_rank_cutoff >= 0 && a.low_rank_cutoff < 1)) bad(where, "ab.low_rank_cutoff", "must be in [0, 1)");
 }
 
-// What runs on a model-parallel grid so far: the gpt model, DDP (any codec) or AB-training (pipeline
-// grids only) on the data-parallel axis.
+// What runs on a model-parallel grid so far: the gpt model, DDP (any codec) or AB-training on the
+// data-parallel axis.
 void validateParallel(const TrainConfig& c, const std::string& where) {
   const auto& p = c.parallel;
   if (p.tp < 1 || p.tp > 4096) bad(where, "parallel.tp", "must be in [1, 4096]");
@@ -352,10 +352,6 @@ void validateParallel(const TrainConfig& c, const std::string& where) {
   const std::string key = p.tp > 1 ? "parallel.tp" : "parallel.pp";
   if (c.model.name != "gpt")
     bad(where, key, "splits the layers of model.name = \"gpt\"; \"" + c.model.name + "\" runs with parallel.tp = parallel.pp = 1");
-  if (c.strategy.name == "ab" && p.tp > 1)
-    bad(where, "parallel.tp", "with strategy.name = \"ab\": AB-training factorises whole layers (pipeline stages, "
-                              "parallel.pp, hold whole layers); a tensor-parallel shard's factors would be another "
-                              "model than the single process's, so ab runs with parallel.tp = 1");
   if (c.strategy.name != "ddp" && c.strategy.name != "ab")
     bad(where, key, "runs with strategy.name = \"ddp\" (any codec, or strategy.zero) or \"ab\" on the data-parallel "
                     "axis; \"" + c.strategy.name + "\" on a model-parallel grid is not built yet");

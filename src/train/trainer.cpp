@@ -212,7 +212,7 @@ void TrainingRun::build() {
   optimizer_ = makeOptimizer(cfg_, model_->parameters());
 
   parallel::StrategyContext ctx{grid_.dp_comm, model_, optimizer_.get(), {}, nullptr, &trace_, shard_.get(),
-                                grid_.pp > 1 ? grid_.pp_comm : nullptr};
+                                grid_.pp > 1 ? grid_.pp_comm : nullptr, grid_.tp > 1 ? grid_.tp_comm : nullptr};
   ctx.ddp.bucket_bytes = static_cast<size_t>(cfg_.strategy.bucket_mb * 1024 * 1024);
   ctx.ddp.overlap = cfg_.strategy.overlap;
   ctx.hooks = [this]() -> std::shared_ptr<parallel::BucketHook> {

@@ -1,6 +1,7 @@
 // Tensor-parallel gpt (one stage), stage bounds and vocab-parallel cross-entropy on ranks as threads (real Gloo pairs):
 // split over T = 1, 2, 4 ranks, logits, loss, every gradient, the clip norm and the argmax count
 // equal the single-process model's; gathering the shards gives back the full model bit for bit;
+// AB-training's whole-layer factorisation of the shards follows the factorised full model;
 // the process grid's communicators; errors naming the keys.
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/nn/low_rank.h"
 #include "lowcomm/nn/models.h"
 #include "lowcomm/parallel/grid.h"
 #include "lowcomm/parallel/sharded_model.h"
@@ -132,6 +134,74 @@ TEST(TensorParallelGpt, OnTwoRanksEqualsTheFullModel) { checkGpt(2, false); }
 TEST(TensorParallelGpt, OnFourRanksEqualsTheFullModel) { checkGpt(4, false); }
 TEST(TensorParallelGpt, TiedHeadOnTwoRanksEqualsTheFullModel) { checkGpt(2, true); }
 TEST(TensorParallelGpt, TiedHeadOnFourRanksEqualsTheFullModel) { checkGpt(4, true); }
+
+// AB-training's factorisation of tensor-parallel shards (low_rank.h, split layers): every layer
+// factorised whole from the SVD of its gathered weight, each rank holding its part of one factor
+// and all of the other. Against the full model factorised at the same ranks: the same singular
+// values, logits and loss; after an SGD step on B, then one on A (split and replicated factors'
+// gradients), the same logits; merged and gathered, the same weights.
+void sgdStep(nn::LowRankModel& m, nn::Factor f) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < m.layers().size(); ++i) {
+    auto p = f == nn::Factor::A ? m.factorA(i) : m.factorB(i);
+    p.sub_(2.0 * p.grad());
+    p.mutable_grad().reset();
+  }
+}
+
+void checkFactorisedGpt(int t) {
+  const auto spec = gptSpec(false);
+  torch::manual_seed(13);
+  const auto full = nn::makeModel(spec);
+  torch::manual_seed(13);
+  nn::LowRankModel lr(nn::makeModel(spec));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  const auto x = at::randint(0, 16, {3, 8}, gen), y = at::randint(0, 16, {3, 8}, gen);
+  const std::vector<int64_t> ranks(lr.layers().size(), 3);
+  std::vector<torch::Tensor> svals, want;
+  for (size_t i = 0; i < lr.layers().size(); ++i) svals.push_back(torch::linalg::svdvals(lr.matrix(i), c10::nullopt));
+  lr.factorise(ranks, nn::Factor::B);
+  for (const auto f : {nn::Factor::B, nn::Factor::A}) {
+    lr.setTrained(f);
+    const auto logits = lr.forward(x);
+    want.push_back(logits.detach());
+    F::cross_entropy(logits.reshape({-1, 16}), y.reshape({-1})).backward();
+    sgdStep(lr, f);
+  }
+  want.push_back(lr.forward(x).detach());
+  lr.merge();
+  expectNoErrors(test::onRankThreads(t, [&](int rank, std::shared_ptr<comm::Communicator> comm) {
+    auto tp = makeShardedModel(*full, comm);
+    nn::LowRankModel mine(tp);
+    const std::string at = "T=" + std::to_string(t) + " rank " + std::to_string(rank) + ": ";
+    ASSERT_EQ(mine.layers().size(), lr.layers().size()) << at;
+    for (size_t i = 0; i < lr.layers().size(); ++i) {
+      EXPECT_EQ(mine.layers()[i].name, lr.layers()[i].name) << at;
+      EXPECT_EQ(mine.layers()[i].rows * 1000 + mine.layers()[i].cols, lr.layers()[i].rows * 1000 + lr.layers()[i].cols)
+          << at << lr.layers()[i].name << ": the whole layer's shape";
+      expectNear(torch::linalg::svdvals(mine.matrix(i), c10::nullopt), svals[i], at + "singular values of " + lr.layers()[i].name);
+    }
+    mine.factorise(ranks, nn::Factor::B);
+    const int64_t w = 16 / t;
+    for (size_t k = 0; k < 2; ++k) {
+      mine.setTrained(k == 0 ? nn::Factor::B : nn::Factor::A);
+      const auto logits = mine.forward(x);
+      expectNear(logits, want[k].narrow(-1, rank * w, w), at + "logits before step " + std::to_string(k));
+      tp->loss(logits, y, 0.0).mean().backward();
+      sgdStep(mine, k == 0 ? nn::Factor::B : nn::Factor::A);
+    }
+    expectNear(mine.forward(x), want[2].narrow(-1, rank * w, w), at + "logits after both steps");
+    mine.merge();
+    auto back = nn::makeModel(spec);
+    tp->gatherInto(*back);
+    const auto ref = lr.model().named_parameters();
+    for (const auto& p : back->named_parameters()) expectNear(p.value(), ref[p.key()], at + "merged " + p.key());
+  }));
+}
+
+TEST(TensorParallelGpt, FactorisedWholeOnOneRankEqualsTheFullModel) { checkFactorisedGpt(1); }
+TEST(TensorParallelGpt, FactorisedWholeOnTwoRanksEqualsTheFullModel) { checkFactorisedGpt(2); }
+TEST(TensorParallelGpt, FactorisedWholeOnFourRanksEqualsTheFullModel) { checkFactorisedGpt(4); }
 
 TEST(TensorParallelGpt, GatheringTheShardsGivesTheFullModelBack) {
   torch::manual_seed(12);

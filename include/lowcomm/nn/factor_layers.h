@@ -15,16 +15,26 @@
 
 namespace lowcomm::nn {
 
-// A layer of another kind that LowRankModel factorises as a Linear (e.g. a tensor-parallel
-// Linear's shard): its forward reads factorWeight() [rows x cols] (the 2-D weight LowRankModel
-// replaces by A*B), or, while setFactors got defined tensors, runs as y = (x Bᵀ) Aᵀ with the
-// rest of its forward (bias, communication) unchanged. setFactors with undefined tensors returns
-// to the weight.
+// A layer of another kind that LowRankModel factorises as a Linear: its forward reads
+// factorWeight() (the 2-D weight LowRankModel replaces by A*B), or, while setFactors got defined
+// tensors, runs from the factors with the rest of its forward (bias, communication) unchanged.
+// setFactors with undefined tensors returns to the weight.
+//
+// A split layer (a tensor-parallel shard) holds part `splitIndex()` of `splitParts()` of a
+// larger weight W: splitDim() 0, its rows (a column-parallel Linear), or 1, its columns (a
+// row-parallel Linear). LowRankModel then factorises the whole W = A*B (gatherSplit, a
+// collective over the parts, puts the parts' weights together along splitDim, in part order) and
+// gives the layer the matching part of one factor and all of the other: rows split, A's rows and
+// all of B; columns split, all of A and B's columns. The part's weight is then exactly its A*B.
 class FactorisableLinear {
  public:
   virtual ~FactorisableLinear() = default;
   virtual torch::Tensor& factorWeight() = 0;
   virtual void setFactors(torch::Tensor a, torch::Tensor b) = 0;
+  virtual int splitDim() const { return -1; }  // -1: not split
+  virtual int64_t splitParts() const { return 1; }
+  virtual int64_t splitIndex() const { return 0; }
+  virtual torch::Tensor gatherSplit(const torch::Tensor& part) { return part; }
 };
 
 // Throws lowcomm::Error unless a [rows x r] and b [r x cols] are both defined or both undefined.

@@ -10,6 +10,10 @@
 // Factored forward: a layer registered as FactorConv2d / FactorLinear (factor_layers.h) whose rank
 // makes r*(rows + cols) < rows*cols runs as two thin ops from A and B instead (its `weight` is
 // then undefined and materialize() skips it), unless factored_forward is false.
+// Split layers (FactorisableLinear with splitDim() >= 0, e.g. tensor-parallel shards): rows and
+// cols are the whole layer's; matrix() and every decomposition gather the parts (a collective:
+// the parts' processes call factorise/ranksAbove/matrix alike); the layer holds its part of one
+// factor and all of the other, and always runs thin (whatever factored_forward says).
 //
 // Contract:
 // - factorise(ranks, trained) takes an SVD W = U diag(S) Vh of every layer's current weight and
@@ -105,8 +109,9 @@ class LowRankModel {
   torch::Tensor factorA(size_t i) const;
   torch::Tensor factorB(size_t i) const;
 
-  // Parameter counts: every layer full rank, and the current state (A and B counted for
-  // factorised layers). Their ratio is the AB-training compression metric.
+  // Parameter counts of this process's model: every layer full rank, and the current state (A
+  // and B counted for factorised layers; a split layer's part and the factors it holds). Their
+  // ratio is the AB-training compression metric of an unsplit model.
   int64_t fullRankParameters() const;
   int64_t currentParameters() const;
   // The AB-training reference's compression (get_network_compression): current parameters
@@ -115,6 +120,8 @@ class LowRankModel {
   double referenceCompression() const;
   // Its denominator: fullRankParameters() without the biases of the factorisable layers.
   int64_t referenceFullRankParameters() const;
+  // Layer i's bias elements in this process (0 without a bias).
+  int64_t biasNumel(size_t i) const;
 
  private:
   struct Slot;

@@ -101,14 +101,21 @@ struct AbEvent {
   std::vector<double> group_lr;        // syncs with ab.group_lr = "explore": per group, for the next ab phase
 };
 
+// Where the rest of a model-parallel model is.
+struct AbModelParts {
+  std::shared_ptr<comm::Communicator> stages;  // the pipeline stages of this replica (parallel.pp > 1)
+  std::shared_ptr<comm::Communicator> tensor;  // the tensor-parallel ranks of this stage (parallel.tp > 1)
+  std::function<bool(const std::string&)> split;  // parameter name: split over `tensor` (else replicated)
+};
+
 class AbTraining {
  public:
-  // `stages` (a pipeline grid, parallel.pp > 1): the communicator of the stages of this rank's
-  // replica; `model` is then one stage, `world` the data-parallel communicator of that stage, and
-  // the model sizes below are summed over the stages (whole model). Null: `model` is whole.
+  // On a model-parallel grid `model` is this rank's part and `world` the data-parallel
+  // communicator of ranks holding the same part; `parts` says where the rest is, and the model
+  // sizes below are then the whole model's. Default: `model` is whole.
   AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_ptr<nn::Model> model,
              torch::optim::Optimizer& opt, AbOptions opts, DdpOptions ddp_opts, HookFactory hooks = nullptr,
-             Trace* trace = nullptr, std::shared_ptr<comm::Communicator> stages = nullptr);
+             Trace* trace = nullptr, AbModelParts parts = {});
   ~AbTraining();
 
   // Runs the transitions due before optimizer step `step` (0-based) and returns this step's
@@ -154,9 +161,9 @@ class AbTraining {
   void loadState(torch::serialize::InputArchive& ar);
 
  private:
-  // Sets compression_ and reference_ from the model now (collective over stages_ when set).
+  // Sets compression_ and reference_ from the model now (collective over parts_' communicators).
   void measureSizes();
-  // Sets model_layers_ from this stage's layers and last_ranks_ (collective over stages_ when set).
+  // Sets model_layers_ from this stage's layers and last_ranks_ (collective over parts_.stages).
   void gatherLayers();
   void retire();  // ends the current DDP, keeping its statistics
   void rebuild(AbPhase phase);
@@ -185,7 +192,7 @@ class AbTraining {
   AbPhase phase_ = AbPhase::warmup;
   int64_t phase_start_ = 0, last_switch_ = -1;
   double last_compression_ = 1.0, last_reference_ = 1.0;
-  std::shared_ptr<comm::Communicator> stages_;
+  AbModelParts parts_;
   double compression_ = 1.0, reference_ = 1.0;  // now (measureSizes)
   std::vector<int64_t> last_ranks_;
   std::vector<AbLayerRow> model_layers_;

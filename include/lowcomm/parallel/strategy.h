@@ -54,7 +54,10 @@ struct StrategyContext {
   ShardedModel* shard = nullptr;
   // A pipeline grid (parallel.pp > 1): the stages of this rank's replica, `model` being one of
   // them; null otherwise.
-  std::shared_ptr<comm::Communicator> stages;
+  std::shared_ptr<comm::Communicator> stages = nullptr;
+  // A tensor-parallel grid (parallel.tp > 1): the ranks holding the other parts of this rank's
+  // stage (`shard` says which parameters are split); null otherwise.
+  std::shared_ptr<comm::Communicator> tensor = nullptr;
 };
 
 class Strategy {

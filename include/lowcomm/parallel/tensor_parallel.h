@@ -39,9 +39,14 @@ class ColumnParallelLinearImpl : public torch::nn::Module, public nn::Factorisab
   // Copies this rank's rows out of a full layer's weight [out x in] and bias [out].
   void loadFrom(const torch::Tensor& weight, const torch::Tensor& bias);
   torch::Tensor weight, bias;  // [out/T x in], [out/T] (undefined without bias)
-  // AB-training factorises this rank's shard: y = (f(x) Bᵀ) Aᵀ + b_r.
+  // AB-training factorises the whole layer W = A B: this rank holds A's rows A_r and all of B,
+  // and runs y = f(x Bᵀ) A_rᵀ + b_r (the allreduce of f carries r features per token, not in).
   torch::Tensor& factorWeight() override { return weight; }
   void setFactors(torch::Tensor a, torch::Tensor b) override;
+  int splitDim() const override { return tp_->size() > 1 ? 0 : -1; }  // one part: not split
+  int64_t splitParts() const override { return tp_->size(); }
+  int64_t splitIndex() const override { return tp_->rank(); }
+  torch::Tensor gatherSplit(const torch::Tensor& part) override;
 
  private:
   torch::Tensor a_, b_;
@@ -58,9 +63,14 @@ class RowParallelLinearImpl : public torch::nn::Module, public nn::FactorisableL
   // Copies this rank's columns out of a full layer's weight [out x in], and the whole bias [out].
   void loadFrom(const torch::Tensor& weight, const torch::Tensor& bias);
   torch::Tensor weight, bias;  // [out x in/T], [out] (undefined without bias)
-  // AB-training factorises this rank's shard: y = g((x_r Bᵀ) Aᵀ) + b.
+  // AB-training factorises the whole layer W = A B: this rank holds all of A and B's columns
+  // B_r, and runs y = g(x_r B_rᵀ) Aᵀ + b (the allreduce of g carries r features per token).
   torch::Tensor& factorWeight() override { return weight; }
   void setFactors(torch::Tensor a, torch::Tensor b) override;
+  int splitDim() const override { return tp_->size() > 1 ? 1 : -1; }
+  int64_t splitParts() const override { return tp_->size(); }
+  int64_t splitIndex() const override { return tp_->rank(); }
+  torch::Tensor gatherSplit(const torch::Tensor& part) override;
 
  private:
   torch::Tensor a_, b_;
