@@ -166,7 +166,8 @@ void abSync(comm::Communicator& world, nn::LowRankModel& model, const AbGroups& 
   };
   std::vector<torch::Tensor> full_w;
   if (mode == SyncMode::full) {
-    for (size_t i = 0; i < layers; ++i) full_w.push_back(model.matrix(i).contiguous());
+    // This process's part of each layer (matrix() would gather a tensor-parallel layer whole).
+    for (size_t i = 0; i < layers; ++i) full_w.push_back(model.factorA(i).mm(model.factorB(i)).contiguous());
     mean(full_w);
   } else if (mode == SyncMode::only_learned) {
     // Sum of the trained copies (zeros from the others), divided by how many (or how much

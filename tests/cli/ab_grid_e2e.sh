@@ -30,6 +30,9 @@ run dp2 2 --set data.batch_size=2
 run dp2pp2 4 --set data.batch_size=1 --set parallel.pp=2 --set parallel.micro_batches=2
 run dp2pp2_gpipe 4 --set data.batch_size=1 --set parallel.pp=2 --set parallel.micro_batches=2 --set parallel.schedule=gpipe
 run dp2tp2 4 --set data.batch_size=1 --set parallel.tp=2
+# sync_mode "full" averages each rank's product A B: on a tp rank, its part of the layer.
+run dp2_full 2 --set data.batch_size=2 --set ab.sync_mode=full
+run dp2tp2_full 4 --set data.batch_size=1 --set parallel.tp=2 --set ab.sync_mode=full
 # Resume the 1F1B grid run from its step-12 checkpoint (taken in the ab phase after a truncation).
 mkdir -p "$tmp/run_dp2pp2r/checkpoints"
 cp "$tmp"/run_dp2pp2/checkpoints/step12.rank*.pt "$tmp/run_dp2pp2r/checkpoints/"
@@ -70,6 +73,12 @@ for g in ("dp2pp2", "dp2pp2_gpipe", "dp2tp2"):
     if "pp" in g:
         assert abs(axes["dp"] / summ["dp2"]["parallel"]["bytes_sent_by_axis"]["dp"] - 1) < 0.01, (g, axes)
         assert summ[g]["parallel"]["pipeline"]["schedule"] == ("gpipe" if "gpipe" in g else "1f1b"), g
+got, want_full = evals("dp2tp2_full"), evals("dp2_full")
+worst = max(abs(got[s] / want_full[s] - 1) for s in want_full)
+w_full, g_full = state("dp2_full"), state("dp2tp2_full")
+d = max((g_full[k] - w_full[k]).abs().max().item() for k in w_full)
+print(f"dp2tp2 with sync_mode full: worst test-loss deviation {worst:.2e}, max |weight difference| {d:.2e}")
+assert sorted(got) == sorted(want_full) and worst < 1e-4 and d < 5e-5, (worst, d)
 r, u = state("dp2pp2r"), state("dp2pp2")
 assert all(torch.equal(r[k], u[k]) for k in u), "the resumed AB grid run is not bit-identical"
 print("ok: AB-training on (dp 2, pp 2) follows the 2-process run; resume in the ab phase is exact")
