@@ -344,17 +344,11 @@ int64_t LowRankModel::biasNumel(size_t i) const {
   return bias && bias->defined() ? bias->numel() : 0;
 }
 
-int64_t LowRankModel::referenceFullRankParameters() const {
-  int64_t denominator = fullRankParameters();
-  for (const auto& s : slots_) {
-    const auto* bias = s->module->named_parameters(/*recurse=*/false).find("bias");
-    if (bias && bias->defined()) denominator -= bias->numel();
-  }
-  return denominator;
-}
-
+// The denominator: fullRankParameters() without the biases of the factorisable layers.
 double LowRankModel::referenceCompression() const {
-  return static_cast<double>(currentParameters()) / static_cast<double>(referenceFullRankParameters());
+  int64_t denominator = fullRankParameters();
+  for (size_t i = 0; i < slots_.size(); ++i) denominator -= biasNumel(i);
+  return static_cast<double>(currentParameters()) / static_cast<double>(denominator);
 }
 
 }  // namespace lowcomm::nn

@@ -118,8 +118,6 @@ class LowRankModel {
   // (factorised layers: bias + A + B) over full-rank parameters where a factorised layer counts
   // its weight only, not its bias. Every other parameter counts on both sides.
   double referenceCompression() const;
-  // Its denominator: fullRankParameters() without the biases of the factorisable layers.
-  int64_t referenceFullRankParameters() const;
   // Layer i's bias elements in this process (0 without a bias).
   int64_t biasNumel(size_t i) const;
 
