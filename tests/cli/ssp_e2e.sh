@@ -62,7 +62,7 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 victim=
-for p in $(pgrep -P "$job"); do tr '\0' '\n' < "/proc/$p/environ" | grep -qx RANK=1 && victim=$p; done
+for p in $(pgrep -P "$job"); do grep -qxa RANK=1 <(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null) && victim=$p; done
 [ -n "$victim" ] || { cat "$tmp/out_stuck"; echo "FAIL: no rank-1 worker found"; exit 1; }
 kill -STOP "$victim"
 start=$SECONDS

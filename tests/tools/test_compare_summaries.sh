@@ -14,12 +14,12 @@ cat > "$tmp/ab.json" <<'J'
 J
 out=$(/usr/bin/python3 "$TOOL" DDP="$tmp/ddp.json" AB="$tmp/ab.json")
 echo "$out"
-echo "$out" | grep -q "4.00x" || { echo "FAIL: bytes ratio"; exit 1; }
-echo "$out" | grep -q "75.0 %" || { echo "FAIL: saved fraction"; exit 1; }
-echo "$out" | grep -q -- "-0.50 pp" || { echo "FAIL: accuracy difference"; exit 1; }
-echo "$out" | grep -q "4.00:1" || { echo "FAIL: AB compression"; exit 1; }
+grep -q "4.00x" <<< "$out" || { echo "FAIL: bytes ratio"; exit 1; }
+grep -q "75.0 %" <<< "$out" || { echo "FAIL: saved fraction"; exit 1; }
+grep -q -- "-0.50 pp" <<< "$out" || { echo "FAIL: accuracy difference"; exit 1; }
+grep -q "4.00:1" <<< "$out" || { echo "FAIL: AB compression"; exit 1; }
 md=$(/usr/bin/python3 "$TOOL" DDP="$tmp/ddp.json" AB="$tmp/ab.json" --markdown --json "$tmp/rows.json")
-echo "$md" | head -2 | tail -1 | grep -q '^|---|' || { echo "FAIL: markdown"; exit 1; }
+sed -n 2p <<< "$md" | grep -q '^|---|' || { echo "FAIL: markdown"; exit 1; }
 /usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r[1]['saved']=='75.0 %', r" "$tmp/rows.json"
 if /usr/bin/python3 "$TOOL" X="$tmp/missing.json" 2> "$tmp/err"; then echo "FAIL: missing file accepted"; exit 1; fi
 grep -q "missing.json" "$tmp/err" || { cat "$tmp/err"; echo "FAIL: error does not name the file"; exit 1; }

@@ -14,8 +14,8 @@ JSON
 summary topk 0.9012 1000 50.0 100
 summary none 0.9050 50000 1.0 100
 out=$(/usr/bin/python3 "$TOOL" "$tmp/topk.json" "$tmp/none.json")
-echo "$out" | sed -n 3p | grep -q "^| none " || { echo "$out"; echo "FAIL: none is not the first row"; exit 1; }
-echo "$out" | grep -q "| topk | residual | 90.12 % | -0.38 | 1,000 | 50.0x | 50.0 |" \
+sed -n 3p <<< "$out" | grep -q "^| none " || { echo "$out"; echo "FAIL: none is not the first row"; exit 1; }
+grep -q "| topk | residual | 90.12 % | -0.38 | 1,000 | 50.0x | 50.0 |" <<< "$out" \
   || { echo "$out"; echo "FAIL: topk row"; exit 1; }
 summary int8 0.9 1 4.0 7
 if /usr/bin/python3 "$TOOL" "$tmp/none.json" "$tmp/int8.json" 2>"$tmp/err"; then echo "FAIL: step mismatch accepted"; exit 1; fi
