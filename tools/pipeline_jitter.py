@@ -12,6 +12,8 @@ forward 0 once stage 0 has run it; stage 0 ends with the last backward. Prints t
 (1 - compute / step time, mean of the two stages) with every duration at its median, and the
 mean over --draws steps whose durations are drawn from the measured ones, next to the theory
 1 / (M + 1). Equal medians give the theory; the gap between the two numbers is what jitter costs.
+It also prints each operation's median time when it ran alone and when it ran beside the other
+stage's compute ("contention"): two processes on cores that share execution units slow each other.
 """
 import argparse
 import json
@@ -28,7 +30,29 @@ def spans(path):
         for name in ("forward", "backward"):
             d = sorted((e["ts"], e["dur"] / 1000.0) for e in events
                        if e.get("ph") == "X" and e.get("cat") == "compute" and e.get("pid") == stage and e.get("name") == name)
-            out[(stage, name)] = [x for _, x in d]
+            out[(stage, name)] = d
+    return out
+
+
+def overlap(span, others):
+    """Fraction of `span` (ts in us, dur in ms) during which one of `others` runs."""
+    a, b = span[0], span[0] + span[1] * 1000.0
+    return sum(max(0.0, min(b, t + d * 1000.0) - max(a, t)) for t, d in others) / max(b - a, 1e-9)
+
+
+def contention(timed):
+    """Median duration of each operation run alone (the other stage computing < 10 % of it) and
+    beside the other stage's compute (> 90 %): on cores that share execution units the second is
+    slower, which the theory (one independent processor per stage) does not have."""
+    out = {}
+    for s in (0, 1):
+        other = sorted(timed[(1 - s, "forward")] + timed[(1 - s, "backward")])
+        for n in ("forward", "backward"):
+            alone = [d for t, d in timed[(s, n)] if overlap((t, d), other) < 0.1]
+            both = [d for t, d in timed[(s, n)] if overlap((t, d), other) > 0.9]
+            if alone and both:
+                out[f"stage {s} {n}"] = {"alone_ms": statistics.median(alone), "both_ms": statistics.median(both),
+                                         "alone_spans": len(alone), "both_spans": len(both)}
     return out
 
 
@@ -58,7 +82,8 @@ def main():
     m = a.micro
     if m < 1:
         sys.exit("--micro must be >= 1")
-    d = {k: v[a.skip_steps * m:] for k, v in spans(a.timeline).items()}
+    timed = {k: v[a.skip_steps * m:] for k, v in spans(a.timeline).items()}
+    d = {k: [x for _, x in v] for k, v in timed.items()}
     for k, v in d.items():
         if len(v) < m:
             sys.exit(f"{a.timeline}: stage {k[0]} has {len(v)} {k[1]} spans after skipping {a.skip_steps} steps "
@@ -71,8 +96,12 @@ def main():
             v = d[(s, n)]
             print(f"stage {s} {n}: median {statistics.median(v):.1f} ms, stdev {statistics.pstdev(v):.1f} ms, "
                   f"range {min(v):.1f}-{max(v):.1f} ms ({len(v)} spans)")
+    c = contention(timed)
+    for k, v in c.items():
+        print(f"{k}: median {v['alone_ms']:.1f} ms alone ({v['alone_spans']} spans), {v['both_ms']:.1f} ms beside the "
+              f"other stage's compute ({v['both_spans']} spans): x{v['both_ms'] / v['alone_ms']:.2f}")
     print(json.dumps({"micro_batches": m, "theory": 1.0 / (m + 1), "bubble_medians": medians,
-                      "bubble_with_jitter": drawn}))
+                      "bubble_with_jitter": drawn, "contention": c}))
 
 
 if __name__ == "__main__":

@@ -12,20 +12,13 @@ set -euo pipefail
 LOWCOMM=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-corpus=$(ls -d /usr/lib/python3.*/ | head -1)
-common=(--set model.name=gpt --set data.dataset=text --set data.dir="$corpus" --set data.glob="*.py"
-        --set model.layers=2 --set model.dim=64 --set model.heads=4 --set model.seq_len=32
-        --set data.test_limit=48 --set data.test_batch_size=16 --set schedule.epochs=100 --set schedule.max_steps=20
+source "$(dirname "$0")/grid_lib.sh"
+common=("${gpt_small[@]}"
         --set optimizer.name=adamw --set optimizer.lr=0.01 --set optimizer.eps=1e-3 --set optimizer.grad_clip=0.5
         --set strategy.name=ab --set ab.group_size=-1 --set ab.sync_mode=with-stale --set ab.warmup_steps=4
         --set ab.steps_btw_syncing=8 --set ab.ddp_steps_after_sync=2 --set ab.low_rank_cutoff=0.3
         --set logging.eval_every=2 --set logging.log_every=1 --set logging.progress=false
         --set checkpoint.every_steps=6 --set checkpoint.keep_last=0)
-run() {
-  local name=$1 nproc=$2; shift 2
-  "$LOWCOMM" train --nproc "$nproc" "${common[@]}" --set logging.out_dir="$tmp/run_$name" --summary "$tmp/$name.json" "$@" \
-    > "$tmp/out_$name" 2>&1 || { cat "$tmp/out_$name"; echo "FAIL: $name run failed"; exit 1; }
-}
 run dp2 2 --set data.batch_size=2
 run dp2pp2 4 --set data.batch_size=1 --set parallel.pp=2 --set parallel.micro_batches=2
 run dp2pp2_gpipe 4 --set data.batch_size=1 --set parallel.pp=2 --set parallel.micro_batches=2 --set parallel.schedule=gpipe

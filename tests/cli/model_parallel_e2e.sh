@@ -18,19 +18,12 @@ set -euo pipefail
 LOWCOMM=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-corpus=$(ls -d /usr/lib/python3.*/ | head -1)
-common=(--set model.name=gpt --set data.dataset=text --set data.dir="$corpus" --set data.glob="*.py"
-        --set model.layers=2 --set model.dim=64 --set model.heads=4 --set model.seq_len=32
-        --set data.test_limit=48 --set data.test_batch_size=16 --set schedule.epochs=100 --set schedule.max_steps=20
+source "$(dirname "$0")/grid_lib.sh"
+common=("${gpt_small[@]}"
         --set schedule.name=cosine --set schedule.warmup_steps=2 --set optimizer.name=adamw --set optimizer.lr=0.01 --set optimizer.eps=1e-3
         --set optimizer.weight_decay=0.1 --set optimizer.grad_clip=0.5 --set optimizer.label_smoothing=0.1
         --set strategy.accumulation=2 --set logging.eval_every=1 --set logging.log_every=1 --set logging.progress=false
         --set checkpoint.every_steps=10 --set checkpoint.keep_last=0)
-run() {
-  local name=$1 nproc=$2; shift 2
-  "$LOWCOMM" train --nproc "$nproc" "${common[@]}" --set logging.out_dir="$tmp/run_$name" --summary "$tmp/$name.json" "$@" \
-    > "$tmp/out_$name" 2>&1 || { cat "$tmp/out_$name"; echo "FAIL: $name run failed"; exit 1; }
-}
 run single 1 --set data.batch_size=4
 run tp2 2 --set data.batch_size=2 --set parallel.tp=2
 run dp2tp2 4 --set data.batch_size=1 --set parallel.tp=2
@@ -113,7 +106,7 @@ bad() {
 bad "tp not dividing the world" "parallel.tp" 4 --set parallel.tp=3
 bad "heads not divisible" "model.heads" 4 --set parallel.tp=4 --set model.heads=2
 bad "tp on an image model" "parallel.tp" 2 --set parallel.tp=2 --set model.name=cnn --set data.dataset=synthetic
-bad "tp with local SGD" "parallel.tp" 2 --set parallel.tp=2 --set strategy.name=local_sgd
+bad "tp with gossip" "parallel.tp" 2 --set parallel.tp=2 --set strategy.name=gossip
 bad "micro-batches not dividing the batch" "parallel.micro_batches" 2 --set parallel.pp=2 --set parallel.micro_batches=3
 bad "more stages than units" "parallel.pp" 4 --set parallel.pp=4 --set model.layers=1
 bad "a tied head over stages" "parallel.pp" 2 --set parallel.pp=2 --set model.tied=true

@@ -220,7 +220,8 @@ TEST(Config, ParallelKeys) {
       {{"parallel.order=tp-tp-pp"}, "'parallel.order'"},
       {{"parallel.micro_batches=2"}, "'parallel.micro_batches'"},                       // no pipeline
       {{"parallel.pp=2", "parallel.micro_batches=3"}, "'parallel.micro_batches'"},     // 3 does not divide 2 x 16
-      {{"parallel.pp=2", "strategy.name=local_sgd"}, "'parallel.pp'"},
+      {{"parallel.pp=2", "strategy.name=gossip"}, "'parallel.pp'"},
+      {{"parallel.tp=2", "strategy.name=ssp"}, "'parallel.tp'"},
   };
   for (const auto& [sets, key] : cases) {
     const std::string e = errorOf(text, sets);
@@ -230,6 +231,8 @@ TEST(Config, ParallelKeys) {
   EXPECT_EQ(errorOf(text, {"parallel.tp=2", "strategy.zero=2"}), "");  // ZeRO on the data-parallel axis
   EXPECT_EQ(errorOf(text, {"parallel.pp=2", "strategy.name=ab"}), "");  // AB-training on the dp axis
   EXPECT_EQ(errorOf(text, {"parallel.tp=2", "strategy.name=ab"}), "");
+  EXPECT_EQ(errorOf(text, {"parallel.pp=2", "strategy.name=local_sgd"}), "");  // relaxed sync on the dp axis
+  EXPECT_EQ(errorOf(text, {"parallel.tp=2", "strategy.name=diloco"}), "");
   const std::string image = errorOf("", {"parallel.tp=2"});  // the default cnn
   EXPECT_NE(image.find("'parallel.tp'"), std::string::npos) << image;
 }
