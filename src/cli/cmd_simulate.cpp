@@ -183,15 +183,16 @@ int simulateCalibrate(int argc, char** argv) {
 
 int cmdSimulate(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::cout << "usage: lowcomm simulate collectives|calibrate|replay|validate [options]   (see --help)\n";
+    std::cout << "usage: lowcomm simulate collectives|calibrate|replay|validate|predict [options]   (see --help)\n";
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "collectives")) return simulateCollectives(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "calibrate")) return simulateCalibrate(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "replay")) return simulateReplay(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "validate")) return simulateValidate(argc - 1, argv + 1);
+  if (!std::strcmp(argv[1], "predict")) return simulatePredict(argc - 1, argv + 1);
   throw ConfigError(std::string("unknown simulation '") + argv[1] +
-                    "' (expected: collectives, calibrate, replay, validate)");
+                    "' (expected: collectives, calibrate, replay, validate, predict)");
 }
 
 }  // namespace lowcomm::cli

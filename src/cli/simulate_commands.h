@@ -5,4 +5,5 @@
 namespace lowcomm::cli {
 int simulateReplay(int argc, char** argv);
 int simulateValidate(int argc, char** argv);
+int simulatePredict(int argc, char** argv);  // cmd_simulate_predict.cpp
 }  // namespace lowcomm::cli

@@ -3,6 +3,7 @@
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/communicator.h"
+#include "lowcomm/comm/selector.h"
 
 namespace lowcomm::comm {
 
@@ -66,7 +67,11 @@ Algo Communicator::chooseAllreduce(size_t bytes, Algo forced) const {
     return forced;
   }
   if (shm_ok && size_ > 1) return Algo::shm;
-  if (opts_.group_size > 1 && opts_.group_size < size_) return Algo::hierarchical;
+  return autoAllreduce(bytes, size_, opts_.group_size);
+}
+
+Algo autoAllreduce(size_t bytes, int world, int group_size) {
+  if (group_size > 1 && group_size < world) return Algo::hierarchical;
   for (const auto& rule : kAllreduceTable)
     if (bytes <= rule.max_bytes) return rule.algo;
   return Algo::ring;

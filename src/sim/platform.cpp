@@ -2,6 +2,8 @@
 
 #include <cctype>
 #include <regex>
+#include <utility>
+#include <vector>
 
 #include "engine.h"
 #include "lowcomm/base/error.h"
@@ -41,7 +43,17 @@ void validate(const PlatformSpec& p) {
   auto bad = [](const std::string& field, const std::string& why) {
     throw ConfigError("platform." + field + " " + why);
   };
-  if (p.topology != "star") bad("topology", "'" + p.topology + "' is not simulated (known: star)");
+  if (p.topology != "star" && p.topology != "fat-tree" && p.topology != "torus")
+    bad("topology", "'" + p.topology + "' is not simulated (known: star, fat-tree, torus)");
+  if (p.topology == "fat-tree") {
+    if (p.leaf_size < 1) bad("leaf_size", "must be at least 1");
+    if (p.oversubscription < 1) bad("oversubscription", "must be at least 1");
+    if (p.nodes > p.leaf_size && p.nodes % p.leaf_size != 0)
+      bad("nodes", std::to_string(p.nodes) + " do not fill leaves of " + std::to_string(p.leaf_size) + " (platform.leaf_size)");
+    if (p.leafHosts() % p.oversubscription != 0)
+      bad("oversubscription", std::to_string(p.oversubscription) + " does not divide the " + std::to_string(p.leafHosts()) +
+                                  " hosts of a leaf (their links over the leaf's uplinks)");
+  }
   if (p.nodes < 1) bad("nodes", "must be at least 1");
   if (p.ppn < 1) bad("ppn", "must be at least 1");
   if (p.cores < 1) bad("cores", "must be at least 1");
@@ -54,6 +66,47 @@ void validate(const PlatformSpec& p) {
   if (!(p.message_overhead_s >= 0)) bad("message_overhead_s", "must not be negative");
 }
 
+namespace {
+
+// The squarest X x Y = n (X <= Y).
+std::vector<unsigned long> torusDims(int n) {
+  int x = 1;
+  for (int d = 1; d * d <= n; ++d)
+    if (n % d == 0) x = d;
+  return {static_cast<unsigned long>(x), static_cast<unsigned long>(n / x)};
+}
+
+// Fat-tree and torus: SimGrid's cluster zones, their hosts and loopbacks made by callbacks.
+void buildCluster(const PlatformSpec& p, SimPlatform& out) {
+  out.hosts.assign(p.nodes, nullptr);
+  auto netpoint = [&p, &out](sg4::NetZone* zone, const std::vector<unsigned long>&, unsigned long id) {
+    auto* host = zone->create_host("node" + std::to_string(id), p.reduce_Bps);
+    host->set_core_count(p.cores);
+    out.hosts.at(id) = host;
+    return std::make_pair(host->get_netpoint(), static_cast<simgrid::kernel::routing::NetPoint*>(nullptr));
+  };
+  auto loopback = [&p](sg4::NetZone* zone, const std::vector<unsigned long>&, unsigned long id) {
+    auto* link = zone->create_link("loopback" + std::to_string(id), p.loopback_Bps);
+    link->set_latency(p.loopback_latency_s);
+    return link;
+  };
+  const sg4::ClusterCallbacks callbacks(netpoint, loopback, {});
+  const double bw = p.link_Bps * p.bandwidth_factor;
+  sg4::NetZone* zone = nullptr;
+  if (p.topology == "fat-tree") {
+    const auto hosts = static_cast<unsigned>(p.leafHosts());
+    const auto leaves = static_cast<unsigned>(p.nodes) / hosts, spines = hosts / static_cast<unsigned>(p.oversubscription);
+    zone = sg4::create_fatTree_zone("cluster", nullptr, sg4::FatTreeParams(2, {hosts, leaves}, {1, spines}, {1, 1}),
+                                    callbacks, bw, p.link_latency_s, sg4::Link::SharingPolicy::SPLITDUPLEX);
+  } else {
+    zone = sg4::create_torus_zone("cluster", nullptr, torusDims(p.nodes), callbacks, bw, p.link_latency_s,
+                                  sg4::Link::SharingPolicy::SPLITDUPLEX);
+  }
+  zone->seal();
+}
+
+}  // namespace
+
 SimPlatform buildPlatform(const PlatformSpec& p) {
   validate(p);
   xbt_log_control_set("root.thres:critical");
@@ -65,6 +118,10 @@ SimPlatform buildPlatform(const PlatformSpec& p) {
   // Before the first zone: the model cannot change once a platform exists.
   sg4::Engine::set_config("network/model:CM02");
   sg4::Engine::set_config("network/crosstraffic", false);
+  if (p.topology != "star") {
+    buildCluster(p, out);
+    return out;
+  }
   auto* zone = sg4::create_star_zone("cluster");
   for (int i = 0; i < p.nodes; ++i) {
     auto* host = zone->create_host("node" + std::to_string(i), p.reduce_Bps);

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -139,7 +140,7 @@ nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& 
   if (!sh.error.empty()) throw Error("simulate replay: " + sh.error);
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& st : sh.state) steps.push_back(st.step_s);
-  return {{"steps", steps},          {"bytes_sent", net.sent},        {"inter_node_sent", net.inter_node_sent},
+  return {{"steps", steps},          {"bytes_sent", net.sent},        {"inter_node_sent", net.inter_node_sent}, {"inter_leaf_sent", net.inter_leaf_sent},
           {"messages", net.messages}, {"calls", sh.calls}};
 }
 
@@ -154,7 +155,9 @@ ReplayResult replay(const PlatformSpec& platform, const std::vector<RankProgram>
   if (static_cast<int>(programs.size()) != platform.world())
     throw ConfigError("simulate replay: the timeline has " + std::to_string(programs.size()) +
                       " ranks but the platform " + std::to_string(platform.world()) + " (nodes x ppn)");
+  const auto t0 = std::chrono::steady_clock::now();
   const auto j = nlohmann::json::parse(runIsolated([&] { return runReplay(platform, programs).dump(); }));
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ReplayResult r;
   r.ranks = platform.world();
   r.steps = static_cast<int>(programs[0].measured_step_s.size());
@@ -171,6 +174,8 @@ ReplayResult replay(const PlatformSpec& platform, const std::vector<RankProgram>
   r.predicted_step_s = predicted / r.ranks;
   r.bytes_sent = j["bytes_sent"].get<std::vector<uint64_t>>();
   r.inter_node_sent = j["inter_node_sent"].get<std::vector<uint64_t>>();
+  r.inter_leaf_sent = j["inter_leaf_sent"].get<std::vector<uint64_t>>();
+  r.wall_s = wall_s;
   r.messages_sent = j["messages"].get<std::vector<uint64_t>>();
   r.calls = j["calls"];
   return r;

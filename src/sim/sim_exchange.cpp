@@ -18,11 +18,14 @@ SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> no
       recv(host_of_rank.size(), 0),
       messages(host_of_rank.size(), 0),
       inter_node_sent(host_of_rank.size(), 0),
+      inter_leaf_sent(host_of_rank.size(), 0),
       world_(static_cast<int>(host_of_rank.size())),
       notice_bytes_(p.notice_bytes),
       message_overhead_s_(p.message_overhead_s),
       host_of_(std::move(host_of_rank)),
-      node_of_(std::move(node_of)) {}
+      node_of_(std::move(node_of)) {
+  for (int node : node_of_) leaf_of_.push_back(p.leafOf(node));
+}
 
 SimNetwork::Pair& SimNetwork::pair(int src, int dst) {
   const uint64_t key = static_cast<uint64_t>(src) * static_cast<uint64_t>(world_) + static_cast<uint64_t>(dst);
@@ -111,6 +114,7 @@ int SimExchange::isend(int peer, const void*, size_t bytes, uint64_t slot) {
   if (!net_.sameNode(rank_, peer)) {
     net_.inter_node += bytes;
     net_.inter_node_sent[rank_] += bytes;
+    if (net_.otherLeaf(rank_, peer)) net_.inter_leaf_sent[rank_] += bytes;
   }
   reqs_.push_back(Request{nullptr, peer, slot, true, false, nullptr, nullptr});
   reqs_.back().sent_sem = std::move(done);

@@ -36,6 +36,7 @@ class SimNetwork {
   // messages of one namespace between two ranks in the same order on both sides: checked).
   simgrid::s4u::Mailbox* mailbox(int src, int dst, uint32_t sub);
   bool sameNode(int a, int b) const { return node_of_[a] == node_of_[b]; }
+  bool otherLeaf(int a, int b) const { return leaf_of_[a] != leaf_of_[b]; }
   int world() const { return world_; }
 
   // Queues a message on the pair's connection; `done` is released once it has been received.
@@ -46,6 +47,7 @@ class SimNetwork {
 
   std::vector<uint64_t> sent, recv, messages;
   std::vector<uint64_t> inter_node_sent;  // per rank: sent to a rank of another node
+  std::vector<uint64_t> inter_leaf_sent;  // per rank: sent to a rank under another leaf switch (fat-tree)
   uint64_t inter_node = 0;
 
  private:
@@ -67,7 +69,7 @@ class SimNetwork {
   int world_;
   double notice_bytes_, message_overhead_s_;
   std::vector<simgrid::s4u::Host*> host_of_;
-  std::vector<int> node_of_;
+  std::vector<int> node_of_, leaf_of_;
   std::unordered_map<uint64_t, simgrid::s4u::Mailbox*> boxes_;
   std::unordered_map<uint64_t, std::unique_ptr<Pair>> pairs_;
 };

@@ -1,6 +1,13 @@
-// A simulated cluster for `lowcomm simulate` (SimGrid, src/sim). The first platform is the
-// emulated cluster's (tools/cluster): `nodes` hosts, each with its own full-duplex link to one
-// switch, `ppn` ranks per host; ranks on one host talk through its loopback (shared memory).
+// A simulated cluster for `lowcomm simulate` (SimGrid, src/sim): `nodes` hosts, `ppn` ranks per
+// host; ranks on one host talk through its loopback (shared memory). Topologies:
+// - "star": the emulated cluster's (tools/cluster): each host has its own full-duplex link to one
+//   switch.
+// - "fat-tree": two levels. Leaf switches of `leaf_size` hosts (one link each); each leaf has
+//   leaf_size / oversubscription uplinks, one to each spine switch (every spine reaches every
+//   leaf), so a leaf's uplinks carry 1 / oversubscription of what its hosts can send. Fewer nodes
+//   than leaf_size: one leaf.
+// - "torus": a 2-D torus of the squarest X x Y = nodes, each host routing to its 4 neighbours.
+// Every link runs at link_Bps x bandwidth_factor with link_latency_s, split duplex.
 #pragma once
 
 #include <string>
@@ -9,6 +16,8 @@ namespace lowcomm::sim {
 
 struct PlatformSpec {
   std::string topology = "star";
+  int leaf_size = 16;        // fat-tree: hosts per leaf switch
+  int oversubscription = 1;  // fat-tree: a leaf's host links / its uplinks
   int nodes = 4;
   int ppn = 1;
   double link_Bps = 125e6;          // bytes per second, per link and direction (1 Gbit/s)
@@ -29,6 +38,10 @@ struct PlatformSpec {
 
   int world() const { return nodes * ppn; }
   int nodeOf(int rank) const { return rank / ppn; }  // ranks fill one node after another
+  // The leaf switch of a node (fat-tree; 0 elsewhere): link classes are intra-node, intra-leaf
+  // and across the spine.
+  int leafOf(int node) const { return topology == "fat-tree" ? node / leafHosts() : 0; }
+  int leafHosts() const { return nodes < leaf_size ? nodes : leaf_size; }
 };
 
 // "NxP@RATE" as bench/e2e and tools/cluster write it (4x1@100mbit, 2x2@1gbit; RATE in bit,

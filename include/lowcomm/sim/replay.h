@@ -70,6 +70,8 @@ struct ReplayResult {
   std::vector<double> measured_step_by_rank, predicted_step_by_rank;
   std::vector<uint64_t> bytes_sent;        // per rank, as the traffic meter counts them
   std::vector<uint64_t> inter_node_sent;   // per rank, the part sent to another node
+  std::vector<uint64_t> inter_leaf_sent;   // per rank, the part sent under another leaf switch (fat-tree)
+  double wall_s = 0;                       // the simulation's own run time
   std::vector<uint64_t> messages_sent;     // per rank
   uint64_t calls = 0;                      // collectives replayed, all ranks
   int unsupported_calls = 0;

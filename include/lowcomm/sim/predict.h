@@ -1,0 +1,45 @@
+// Predicting a training run at another scale (`lowcomm simulate predict`): one rank's program of
+// a measured run (lowcomm/sim/replay.h: its compute as measured, its collectives as called) is
+// run by every rank of a larger simulated cluster, on any topology (lowcomm/sim/platform.h).
+//
+// What carries over: per-step compute, DDP's bucket order and overlap, codec time and payloads
+// (PowerSGD's factors, top-k's values and indices: the same per rank at any world size), the
+// collectives over the whole world. What does not: calls of a sub-group (AB-training's groups,
+// a model-parallel grid's axes, local SGD's nodes), whose membership depends on the world they
+// were recorded in (ConfigError); point-to-point traffic (pipelines, gossip, the parameter
+// server), which the timeline does not record.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lowcomm/sim/platform.h"
+#include "lowcomm/sim/replay.h"
+
+namespace lowcomm::sim {
+
+struct PredictOptions {
+  // Allreduce algorithm at the new size: "auto" (what the communicator would choose there:
+  // comm::autoAllreduce with the node's ranks as groups), "recorded", "ring", "hd" or "hier".
+  std::string algo = "auto";
+  // Divides every recorded duration besides the collectives (compute, codecs): "what if the
+  // ranks computed this much faster" (e.g. accelerators instead of this machine's cores).
+  double compute_speedup = 1;
+};
+
+// `rank0`, rewritten for every rank of `platform`: a collective over the whole recorded world
+// (`recorded_world` ranks) becomes one over the new world with the same buffer (allgatherv:
+// every rank contributes the recorded mean share). Throws ConfigError naming the call for a
+// sub-group's call, or when the new world exceeds what the communicator supports.
+std::vector<RankProgram> extrapolate(const RankProgram& rank0, int recorded_world, const PlatformSpec& platform,
+                                     const PredictOptions& opts);
+
+// Per step of the program, from its recorded durations (not simulated): the compute thread's
+// work between collectives (forward, backward, optimizer, data) and the communication thread's
+// work besides collectives (codecs).
+struct StepWork {
+  double compute_s = 0, codec_s = 0;
+};
+StepWork stepWork(const RankProgram& p);
+
+}  // namespace lowcomm::sim

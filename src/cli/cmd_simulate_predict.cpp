@@ -1,0 +1,133 @@
+// `lowcomm simulate predict`: a measured training run's step on a larger simulated cluster, for
+// one or several node counts (a sweep), on a star, two-level fat-tree or 2-D torus.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+#include "lowcomm/base/error.h"
+#include "lowcomm/sim/calibrate.h"
+#include "lowcomm/sim/predict.h"
+#include "lowcomm/train/checkpoint.h"
+#include "lowcomm/train/config.h"
+#include "simulate_commands.h"
+
+namespace lowcomm::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<int> parseNodes(const std::string& list) {
+  std::vector<int> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      const int n = std::stoi(item, &used);
+      if (used != item.size() || n < 1) throw std::invalid_argument(item);
+      out.push_back(n);
+    } catch (const std::exception&) {
+      throw ConfigError("--nodes: '" + item + "' is not a positive node count (expected a list such as 4,16,64)");
+    }
+  }
+  if (out.empty()) throw ConfigError("--nodes: empty list");
+  return out;
+}
+
+// Samples per rank and step from the run's config.toml next to the timeline (0: unknown).
+double samplesPerRank(const std::string& timeline) {
+  const fs::path cfg = fs::path(timeline).parent_path() / "config.toml";
+  if (!fs::exists(cfg)) return 0;
+  const auto c = train::loadConfig(cfg.string());
+  return static_cast<double>(c.data.batch_size * c.strategy.accumulation);
+}
+
+double mean(const std::vector<uint64_t>& v) {
+  return v.empty() ? 0.0 : static_cast<double>(std::accumulate(v.begin(), v.end(), uint64_t{0})) / v.size();
+}
+
+}  // namespace
+
+int simulatePredict(int argc, char** argv) {
+  std::string timeline, nodes = "4", rate = "25gbit", calibration, json;
+  sim::PlatformSpec base;
+  base.topology = "fat-tree";
+  double latency_us = 2, batch = 0;
+  sim::ReplayOptions ro{1, 3};
+  sim::PredictOptions po;
+  CLI::App app{"Predict a measured training run's step on a larger simulated cluster"};
+  app.add_option("--timeline", timeline, "Chrome trace written by lowcomm train --timeline (any world size)")->required();
+  app.add_option("--topology", base.topology, "star, fat-tree or torus")->capture_default_str();
+  app.add_option("--nodes", nodes, "node counts to simulate, e.g. 4,16,64 (a sweep)")->capture_default_str();
+  app.add_option("--ppn", base.ppn, "ranks per node")->capture_default_str();
+  app.add_option("--rate", rate, "every link's rate, e.g. 25gbit, 100gbit")->capture_default_str();
+  app.add_option("--latency-us", latency_us, "latency of each link (a route crosses 2 on a star, up to 4 on a fat-tree)")
+      ->capture_default_str();
+  app.add_option("--leaf-size", base.leaf_size, "fat-tree: nodes per leaf switch")->capture_default_str();
+  app.add_option("--oversubscription", base.oversubscription, "fat-tree: a leaf's node links over its uplinks")
+      ->capture_default_str();
+  app.add_option("--algo", po.algo, "allreduce algorithm: auto, recorded, ring, hd or hier")->capture_default_str();
+  app.add_option("--compute-speedup", po.compute_speedup,
+                 "divide the measured compute and codec time by this (e.g. faster hardware than the recording's)")
+      ->capture_default_str();
+  app.add_option("--first-step", ro.first_step, "the first measured step used (0-based)")->capture_default_str();
+  app.add_option("--steps", ro.steps, "how many measured steps")->capture_default_str();
+  app.add_option("--calibration", calibration,
+                 "a `simulate calibrate` output: its host values (reduction speed, cores, loopback, per-message "
+                 "overhead); the links are the options'");
+  app.add_option("--batch", batch, "samples per rank and step (default: from config.toml next to the timeline)");
+  app.add_option("--json", json, "write the rows here");
+  if (!parseArgs(app, argc, argv)) return 0;
+  if (!calibration.empty()) {
+    const auto cal = sim::loadCalibration(calibration);
+    base.reduce_Bps = cal.reduce_Bps, base.cores = cal.cores, base.loopback_Bps = cal.loopback_Bps;
+    base.message_overhead_s = cal.message_overhead_s, base.notice_bytes = cal.notice_bytes;
+  }
+  base.link_Bps = sim::parseRate(rate) / 8;
+  base.link_latency_s = latency_us * 1e-6;
+  if (batch <= 0) batch = samplesPerRank(timeline);
+  const auto recorded = sim::readTimeline(timeline, ro);
+  auto work = sim::stepWork(recorded[0]);
+  work.compute_s /= po.compute_speedup, work.codec_s /= po.compute_speedup;
+  std::printf("# %s: rank 0 of %zu, %zu steps from step %d; %s, %s links, %.1f us per link, algo %s, compute / %g\n",
+              timeline.c_str(), recorded.size(), recorded[0].measured_step_s.size(), ro.first_step,
+              base.topology.c_str(), rate.c_str(), latency_us, po.algo.c_str(), po.compute_speedup);
+  std::printf("# %6s %6s %10s %12s %10s %10s %12s %10s %12s %12s %8s\n", "nodes", "ranks", "step ms", "samples/s",
+              "compute", "codec", "exposed comm", "sent MB", "inter-node", "cross-leaf", "sim s");
+  nlohmann::json rows = nlohmann::json::array();
+  for (int n : parseNodes(nodes)) {
+    sim::PlatformSpec p = base;
+    p.nodes = n;
+    const auto programs = sim::extrapolate(recorded[0], static_cast<int>(recorded.size()), p, po);
+    const auto r = sim::replay(p, programs);
+    const double samples = batch > 0 ? batch * r.ranks / r.predicted_step_s : 0;
+    const double exposed = std::max(0.0, r.predicted_step_s - work.compute_s);
+    const double steps = std::max(1, r.steps);
+    rows.push_back({{"topology", p.topology}, {"nodes", n}, {"ppn", p.ppn}, {"ranks", r.ranks}, {"rate", rate},
+                    {"oversubscription", p.topology == "fat-tree" ? p.oversubscription : 1}, {"compute_speedup", po.compute_speedup},
+                    {"predicted_step_s", r.predicted_step_s}, {"samples_per_s", samples},
+                    {"compute_s", work.compute_s}, {"codec_s", work.codec_s}, {"exposed_comm_s", exposed},
+                    {"bytes_sent_per_rank", mean(r.bytes_sent) / steps},
+                    {"inter_node_bytes_per_rank", mean(r.inter_node_sent) / steps},
+                    {"cross_leaf_bytes_per_rank", mean(r.inter_leaf_sent) / steps}, {"simulation_s", r.wall_s}});
+    const auto& row = rows.back();
+    std::printf("  %6d %6d %10.2f %12.0f %10.2f %10.2f %12.2f %10.2f %12.2f %12.2f %8.1f\n", n, r.ranks,
+                r.predicted_step_s * 1e3, samples, work.compute_s * 1e3, work.codec_s * 1e3, exposed * 1e3,
+                row["bytes_sent_per_rank"].get<double>() / 1e6, row["inter_node_bytes_per_rank"].get<double>() / 1e6,
+                row["cross_leaf_bytes_per_rank"].get<double>() / 1e6, r.wall_s);
+    std::fflush(stdout);
+  }
+  if (!json.empty()) train::writeFileAtomically(json, rows.dump(1) + "\n");
+  return 0;
+}
+
+}  // namespace lowcomm::cli

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# `lowcomm simulate predict` on real timelines: a 2-process top-k run (allgatherv of each rank's
+# values and indices) predicted on fat-trees of 2, 4 and 8 nodes and a torus; each rank's payload
+# stays what it was while the gathered total grows with the world; samples/s comes from the run's
+# config.toml; at the recorded size it stays close to `simulate replay`'s prediction. An AB-training run
+# (groups of 2 of 4 ranks) and bad options are refused with messages naming the problem.
+set -euo pipefail
+LOWCOMM=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+common=(--set data.dataset=synthetic --set model.name=mlp --set data.batch_size=32 --set data.train_limit=2048
+        --set data.test_limit=256 --set schedule.epochs=100 --set schedule.max_steps=8 --set logging.progress=false)
+"$LOWCOMM" train --nproc 2 "${common[@]}" --set compress.codec=topk --set compress.ratio=0.01 \
+  --set logging.out_dir="$tmp/topk" --timeline "$tmp/topk/timeline.json" > "$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
+"$LOWCOMM" simulate predict --timeline "$tmp/topk/timeline.json" --nodes 2,4,8 --rate 10gbit --leaf-size 4 \
+  --oversubscription 2 --json "$tmp/ft.json" > "$tmp/ft.txt" || { cat "$tmp/ft.txt"; exit 1; }
+cat "$tmp/ft.txt"
+"$LOWCOMM" simulate predict --timeline "$tmp/topk/timeline.json" --topology torus --nodes 9 --json "$tmp/torus.json" > /dev/null
+"$LOWCOMM" simulate predict --timeline "$tmp/topk/timeline.json" --topology star --nodes 2 --rate 1gbit --latency-us 50 \
+  --algo recorded --json "$tmp/same.json" > /dev/null
+"$LOWCOMM" simulate replay --timeline "$tmp/topk/timeline.json" --setting 2x1@1gbit --first-step 1 --steps 3 \
+  --json "$tmp/replay.json" > /dev/null
+/usr/bin/python3 - "$tmp" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+ft, torus = json.load(open(f"{tmp}/ft.json")), json.load(open(f"{tmp}/torus.json"))
+assert [r["ranks"] for r in ft] == [2, 4, 8] and all(r["topology"] == "fat-tree" for r in ft), ft
+for r in ft + torus:
+    assert r["predicted_step_s"] > r["compute_s"] > 0 and r["samples_per_s"] > 0, r
+    assert abs(r["samples_per_s"] - 32 * r["ranks"] / r["predicted_step_s"]) < 1e-6 * r["samples_per_s"], r
+# top-k's allgatherv: each rank sends its share to every other rank (ring), so the bytes per rank grow with n - 1.
+b = [r["bytes_sent_per_rank"] for r in ft]
+assert b[1] > 2.5 * b[0] and b[2] > 2 * b[1], b
+assert ft[0]["cross_leaf_bytes_per_rank"] == 0 and ft[2]["cross_leaf_bytes_per_rank"] > 0, ft
+assert torus[0]["ranks"] == 9, torus
+same, rep = json.load(open(f"{tmp}/same.json"))[0], json.load(open(f"{tmp}/replay.json"))
+# Every predicted rank runs rank 0's program; the replay runs each rank's own (rank 1's compute
+# differs a little), so the two agree closely but not exactly.
+assert abs(same["predicted_step_s"] / rep["predicted_step_s"] - 1) < 0.25, (same, rep)
+print("ok:", [(r["ranks"], round(r["predicted_step_s"] * 1e3, 2)) for r in ft])
+PY
+bad() {
+  local what=$1 want=$2; shift 2
+  if "$LOWCOMM" simulate predict "$@" > "$tmp/bad" 2>&1; then echo "FAIL: $what accepted"; exit 1; fi
+  grep -q -- "$want" "$tmp/bad" || { cat "$tmp/bad"; echo "FAIL: $what: no '$want' in the error"; exit 1; }
+}
+bad "a bad node list" "--nodes" --timeline "$tmp/topk/timeline.json" --nodes 4,x
+bad "a topology" "platform.topology" --timeline "$tmp/topk/timeline.json" --topology mesh
+bad "unfilled leaves" "platform.nodes" --timeline "$tmp/topk/timeline.json" --nodes 6 --leaf-size 4
+bad "too many ranks" "at most 1023" --timeline "$tmp/topk/timeline.json" --nodes 512 --ppn 2
+bad "a missing timeline" "$tmp/none.json" --timeline "$tmp/none.json"
+"$LOWCOMM" train --nproc 4 "${common[@]}" --set strategy.name=ab --set ab.group_size=-1 --set ab.warmup_steps=2 \
+  --set ab.steps_btw_syncing=4 --set logging.out_dir="$tmp/ab" --timeline "$tmp/ab/timeline.json" > "$tmp/out" 2>&1 \
+  || { cat "$tmp/out"; exit 1; }
+bad "AB-training's groups" "only collectives over the whole world" --timeline "$tmp/ab/timeline.json" --first-step 3 --steps 2
+echo "simulate_predict: passed"

@@ -1,0 +1,154 @@
+// Predicting at another scale: rank 0's program of a 2-rank DDP timeline, run by the ranks of a
+// larger simulated cluster. At the recorded size it replays exactly as the timeline itself; the
+// ring's bytes per rank follow 2(n-1)/n of the buffer at every size; a fat-tree's
+// oversubscription slows halving-doubling (whose far steps cross the spine) but not the ring
+// (whose neighbours share a leaf); the compute/codec split comes from the recorded durations;
+// sub-group calls and worlds past the communicator's limit are errors.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/sim/predict.h"
+#include "lowcomm/sim/replay.h"
+#include "timeline_fixture.h"
+
+using namespace lowcomm;
+using namespace lowcomm::sim;
+using namespace lowcomm::sim::fixture;
+
+namespace {
+
+PlatformSpec platform(const std::string& topology, int nodes, double gbit) {
+  PlatformSpec p;
+  p.topology = topology;
+  p.nodes = nodes;
+  p.link_Bps = gbit * 1e9 / 8;
+  p.link_latency_s = 2e-6;
+  p.notice_bytes = 0;
+  return p;
+}
+
+// Rank 0 of a 2-rank DDP run: 2 steps of 35 ms compute and one bucket of `bytes`, ready at the
+// end of backward.
+RankProgram recorded(uint64_t bytes, const std::string& name) {
+  const auto path = tempPath(name);
+  writeTrace(path, ddpSteps(2, bytes, 20.0));
+  auto progs = readTimeline(path, {});
+  std::remove(path.c_str());
+  return progs[0];
+}
+
+}  // namespace
+
+TEST(SimPredict, AtTheRecordedSizeItIsTheReplay) {
+  const auto path = tempPath("predict_same");
+  writeTrace(path, ddpSteps(2, 8 << 20, 12.0));
+  const auto progs = readTimeline(path, {});
+  std::remove(path.c_str());
+  const auto p = platform("star", 2, 1.0);
+  const auto direct = replay(p, progs);
+  const auto predicted = replay(p, extrapolate(progs[0], 2, p, {"recorded"}));
+  EXPECT_DOUBLE_EQ(predicted.predicted_step_s, direct.predicted_step_s);
+  EXPECT_EQ(predicted.bytes_sent, direct.bytes_sent);
+  EXPECT_EQ(predicted.messages_sent, direct.messages_sent);
+}
+
+TEST(SimPredict, TheRingsBytesPerRankFollowItsFormulaAtEverySize) {
+  const uint64_t bytes = 16 << 20;
+  const auto prog = recorded(bytes, "predict_ring");
+  double last = 0;
+  for (int n : {2, 4, 8, 16}) {
+    const auto p = platform("fat-tree", n, 10.0);
+    const auto r = replay(p, extrapolate(prog, 2, p, {"ring"}));
+    // 2 steps of 2 (n - 1) chunks of bytes / n each (16 MiB divides by every n here).
+    EXPECT_EQ(r.bytes_sent[n - 1], 2 * 2 * (n - 1) * (bytes / n)) << n << " nodes";
+    EXPECT_EQ(r.inter_node_sent[0], r.bytes_sent[0]);
+    EXPECT_EQ(r.inter_leaf_sent[0], 0u);  // one leaf of 16
+    // Compute (35 ms) plus at least the ring's bandwidth term; slower with more ranks.
+    const double ring_s = 2.0 * (n - 1) / n * bytes / p.link_Bps;
+    EXPECT_GT(r.predicted_step_s, 0.035 + ring_s) << n;
+    EXPECT_LT(r.predicted_step_s, 0.035 + 1.5 * ring_s + 0.005) << n;
+    EXPECT_GE(r.predicted_step_s, last);
+    last = r.predicted_step_s;
+  }
+}
+
+TEST(SimPredict, OversubscriptionSlowsHalvingDoublingNotTheRing) {
+  const auto prog = recorded(32 << 20, "predict_oversub");
+  auto run = [&](const std::string& algo, int over) {
+    auto p = platform("fat-tree", 32, 10.0);
+    p.leaf_size = 16;
+    p.oversubscription = over;
+    return replay(p, extrapolate(prog, 2, p, {algo}));
+  };
+  const auto ring1 = run("ring", 1), ring4 = run("ring", 4), hd1 = run("hd", 1), hd4 = run("hd", 4);
+  // The ring crosses the spine on 2 of its 32 edges: 4 uplinks per leaf are plenty.
+  EXPECT_NEAR(ring4.predicted_step_s / ring1.predicted_step_s, 1.0, 0.02);
+  // Halving-doubling's first step pairs rank i with i + 16: all 16 ranks of a leaf cross at once.
+  EXPECT_GT(hd4.predicted_step_s, 1.3 * hd1.predicted_step_s);
+  EXPECT_GT(hd1.inter_leaf_sent[0], 0u);
+  EXPECT_LT(hd1.inter_leaf_sent[0], hd1.inter_node_sent[0]);
+  EXPECT_EQ(hd1.bytes_sent, hd4.bytes_sent);
+}
+
+TEST(SimPredict, TorusAndStarMoveTheSameBytes) {
+  const auto prog = recorded(4 << 20, "predict_torus");
+  const auto star = platform("star", 16, 10.0), torus = platform("torus", 16, 10.0);
+  const auto a = replay(star, extrapolate(prog, 2, star, {}));
+  const auto b = replay(torus, extrapolate(prog, 2, torus, {}));
+  EXPECT_EQ(a.bytes_sent, b.bytes_sent);
+  EXPECT_GT(b.predicted_step_s, 0.035);
+}
+
+TEST(SimPredict, AutoChoosesWhatTheCommunicatorWould) {
+  auto small = recorded(4096, "predict_auto");
+  const auto p = platform("star", 8, 10.0);
+  EXPECT_EQ(extrapolate(small, 2, p, {})[0].calls[0].algo, comm::Algo::halving_doubling);  // <= 16 KiB
+  auto big = recorded(1 << 20, "predict_auto_big");
+  EXPECT_EQ(extrapolate(big, 2, p, {})[0].calls[0].algo, comm::Algo::ring);
+  auto p2 = p;
+  p2.ppn = 2;
+  EXPECT_EQ(extrapolate(big, 2, p2, {})[0].calls[0].algo, comm::Algo::hierarchical);
+}
+
+TEST(SimPredict, StepWorkIsTheRecordedComputeAndCodecTime) {
+  const auto w = stepWork(recorded(1 << 20, "predict_work"));
+  EXPECT_NEAR(w.compute_s, 0.035, 1e-9);  // forward 10 + backward 20 + optimizer 5 ms
+  EXPECT_NEAR(w.codec_s, 0.0002, 1e-9);   // the bucket's time outside its allreduce
+}
+
+TEST(SimPredict, GroupCallsAndTooManyRanksAreErrors) {
+  auto prog = recorded(1 << 20, "predict_bad");
+  const auto p = platform("star", 8, 10.0);
+  auto grouped = prog;
+  grouped.calls[0].ranks = {0};  // a group of 1 of the 2 recorded ranks
+  try {
+    extrapolate(grouped, 2, p, {});
+    FAIL() << "a sub-group's call was extrapolated";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("group of 1 of its 2 ranks"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(extrapolate(prog, 2, platform("fat-tree", 1024, 10.0), {}), ConfigError);
+  EXPECT_THROW(extrapolate(prog, 2, p, {"bogus"}), ConfigError);
+  auto bad = platform("fat-tree", 24, 10.0);  // 24 nodes do not fill leaves of 16
+  EXPECT_THROW(extrapolate(prog, 2, bad, {}), ConfigError);
+  bad.nodes = 32;
+  bad.oversubscription = 3;  // does not divide 16
+  EXPECT_THROW(extrapolate(prog, 2, bad, {}), ConfigError);
+}
+
+TEST(SimPredict, AComputeSpeedupDividesComputeAndCodecTimeOnly) {
+  const auto prog = recorded(1 << 20, "predict_speedup");
+  const auto p = platform("star", 4, 10.0);
+  PredictOptions fast;
+  fast.compute_speedup = 10;
+  const auto slow_r = replay(p, extrapolate(prog, 2, p, {}));
+  const auto fast_r = replay(p, extrapolate(prog, 2, p, fast));
+  // The step loses 9/10 of its 35.2 ms of compute and codec time; the allreduce stays.
+  EXPECT_NEAR(slow_r.predicted_step_s - fast_r.predicted_step_s, 0.9 * 0.0352, 1e-6);
+  EXPECT_EQ(slow_r.bytes_sent, fast_r.bytes_sent);
+  fast.compute_speedup = 0;
+  EXPECT_THROW(extrapolate(prog, 2, p, fast), ConfigError);
+}
