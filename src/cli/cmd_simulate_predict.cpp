@@ -64,6 +64,7 @@ int simulatePredict(int argc, char** argv) {
   double latency_us = 2, batch = 0;
   sim::ReplayOptions ro{1, 3};
   sim::PredictOptions po;
+  sim::CoarseOptions coarse{128};
   CLI::App app{"Predict a measured training run's step on a larger simulated cluster"};
   app.add_option("--timeline", timeline, "Chrome trace written by lowcomm train --timeline (any world size)")->required();
   app.add_option("--topology", base.topology, "star, fat-tree or torus")->capture_default_str();
@@ -78,6 +79,9 @@ int simulatePredict(int argc, char** argv) {
   app.add_option("--algo", po.algo, "allreduce algorithm: auto, recorded, ring, hd or hier")->capture_default_str();
   app.add_option("--compute-speedup", po.compute_speedup,
                  "divide the measured compute and codec time by this (e.g. faster hardware than the recording's)")
+      ->capture_default_str();
+  app.add_option("--coarse-ring", coarse.max_ring,
+                 "rings over more ranks than this run on a sample of them, scaled (0: every rank, exact)")
       ->capture_default_str();
   app.add_option("--first-step", ro.first_step, "the first measured step used (0-based)")->capture_default_str();
   app.add_option("--steps", ro.steps, "how many measured steps")->capture_default_str();
@@ -108,7 +112,7 @@ int simulatePredict(int argc, char** argv) {
     sim::PlatformSpec p = base;
     p.nodes = n;
     const auto programs = sim::extrapolate(recorded[0], static_cast<int>(recorded.size()), p, po);
-    const auto r = sim::replay(p, programs);
+    const auto r = sim::replay(p, programs, coarse);
     const double samples = batch > 0 ? batch * r.ranks / r.predicted_step_s : 0;
     const double exposed = std::max(0.0, r.predicted_step_s - work.compute_s);
     const double steps = std::max(1, r.steps);
@@ -118,7 +122,8 @@ int simulatePredict(int argc, char** argv) {
                     {"compute_s", work.compute_s}, {"codec_s", work.codec_s}, {"exposed_comm_s", exposed},
                     {"bytes_sent_per_rank", mean(r.bytes_sent) / steps},
                     {"inter_node_bytes_per_rank", mean(r.inter_node_sent) / steps},
-                    {"cross_leaf_bytes_per_rank", mean(r.inter_leaf_sent) / steps}, {"simulation_s", r.wall_s}});
+                    {"cross_leaf_bytes_per_rank", mean(r.inter_leaf_sent) / steps}, {"simulation_s", r.wall_s},
+                    {"coarse_calls", r.coarse_calls}, {"calls", r.calls}});
     const auto& row = rows.back();
     std::printf("  %6d %6d %10.2f %12.0f %10.2f %10.2f %12.2f %10.2f %12.2f %12.2f %8.1f\n", n, r.ranks,
                 r.predicted_step_s * 1e3, samples, work.compute_s * 1e3, work.codec_s * 1e3, exposed * 1e3,

@@ -67,8 +67,8 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<net::Store> s
                                                    const CommOptions& opts, const net::TransportOptions& transport) {
   if (size < 1 || rank < 0 || rank >= size)
     throw ConfigError("communicator: rank " + std::to_string(rank) + " is not in [0, " + std::to_string(size) + ")");
-  if (size >= static_cast<int>(kMaxSteps))
-    throw ConfigError("communicator: " + std::to_string(size) + " ranks; at most " + std::to_string(kMaxSteps - 1) +
+  if (size > kMaxRanks)
+    throw ConfigError("communicator: " + std::to_string(size) + " ranks; at most " + std::to_string(kMaxRanks) +
                       " are supported (slot layout)");
   auto dev = net::makeDevice(transport);
   const std::string prefix = "lowcomm";

@@ -55,9 +55,9 @@ CallSpec rescale(const CallSpec& c, int recorded_world, const PlatformSpec& p, c
 std::vector<RankProgram> extrapolate(const RankProgram& rank0, int recorded_world, const PlatformSpec& platform,
                                      const PredictOptions& opts) {
   validate(platform);
-  if (platform.world() >= static_cast<int>(comm::kMaxSteps))
+  if (platform.world() > comm::kMaxRanks)
     throw ConfigError("simulate predict: " + std::to_string(platform.world()) + " ranks; the communicator supports at most " +
-                      std::to_string(comm::kMaxSteps - 1) + " (its message slot layout)");
+                      std::to_string(comm::kMaxRanks) + " (its message slot layout)");
   if (!(opts.compute_speedup > 0))
     throw ConfigError("simulate predict: --compute-speedup must be positive, got " + std::to_string(opts.compute_speedup));
   RankProgram p = rank0;

@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "isolated.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/comm/dtype.h"
 #include "lowcomm/sim/replay.h"
 #include "run_call.h"
 #include "sim_exchange.h"
@@ -21,11 +22,18 @@ namespace sg4 = simgrid::s4u;
 
 namespace {
 
+// A coarsened call (CoarseOptions): the sample's rank 0 publishes what every rank then counts.
+struct CoarseCall {
+  sg4::SemaphorePtr done = sg4::Semaphore::create(0);
+  uint64_t sent = 0, messages = 0;  // per rank, scaled to the full ring
+};
+
 struct RankState {
   sg4::SemaphorePtr launched = sg4::Semaphore::create(0);
   sg4::SemaphorePtr finished = sg4::Semaphore::create(0);
   int launches = 0, done = 0;
   std::map<std::string, uint32_t> calls_in_group;  // the next call's number, per group
+  int coarse_calls = 0;
   std::vector<double> step_s;
   double step_start = 0;
 };
@@ -38,8 +46,10 @@ struct Shared {
   std::unique_ptr<char[]> buf, out;
   comm::Scratch scratch;
   std::map<std::string, uint32_t> group_ids;
+  CoarseOptions coarse;
+  std::map<int, CoarseCall> coarse_calls;  // by the call's number among the coarsened ones
   std::string error;
-  uint64_t calls = 0;
+  uint64_t calls = 0, coarsened = 0;
 };
 
 std::string groupKey(const CallSpec& c) {
@@ -48,7 +58,78 @@ std::string groupKey(const CallSpec& c) {
   return k;
 }
 
+bool coarsens(const Shared& sh, const CallSpec& c) {
+  const int n = sh.net.world();
+  return sh.coarse.max_ring > 1 && n > sh.coarse.max_ring && c.ranks.empty() &&
+         (c.op == "allgatherv" || (c.op == "allreduce" && c.algo == comm::Algo::ring));
+}
+
+void runGroupCall(Shared& sh, int rank, const CallSpec& c);
+
+// Counts a coarsened call's bytes on `rank` as the full ring's: sent to its successor.
+void countRing(Shared& sh, int rank, const CoarseCall& cc) {
+  const int next = (rank + 1) % sh.net.world();
+  sh.net.sent[rank] += cc.sent;
+  sh.net.messages[rank] += cc.messages;
+  if (!sh.net.sameNode(rank, next)) {
+    sh.net.inter_node += cc.sent;
+    sh.net.inter_node_sent[rank] += cc.sent;
+    if (sh.net.otherLeaf(rank, next)) sh.net.inter_leaf_sent[rank] += cc.sent;
+  }
+}
+
+// The call on every k-th rank, scaled (CoarseOptions); the others wait for it.
+void runCoarse(Shared& sh, int rank, const CallSpec& c) {
+  const int n = sh.net.world(), k = (n + sh.coarse.max_ring - 1) / sh.coarse.max_ring;
+  CoarseCall& cc = sh.coarse_calls[sh.state[rank].coarse_calls++];
+  if (rank % k != 0) {
+    cc.done->acquire();
+    countRing(sh, rank, cc);
+    return;
+  }
+  CallSpec s = c;
+  for (int r = 0; r < n; r += k) s.ranks.push_back(r);
+  const auto m = static_cast<uint64_t>(s.ranks.size());
+  const uint64_t es = comm::dtypeSize(c.dtype);
+  if (c.op == "allreduce") {
+    s.bytes = std::max<uint64_t>(1, c.bytes / es / static_cast<uint64_t>(n)) * m * es;  // the same chunk
+  } else {
+    const uint64_t share = c.rank_bytes.empty() ? c.bytes / static_cast<uint64_t>(n) : c.rank_bytes[0];
+    s.rank_bytes.assign(m, share);
+    s.bytes = share * m;
+  }
+  const uint64_t sent0 = sh.net.sent[rank], msgs0 = sh.net.messages[rank];
+  const uint64_t inter0 = sh.net.inter_node, inter_rank0 = sh.net.inter_node_sent[rank],
+                 leaf0 = sh.net.inter_leaf_sent[rank];
+  const double t0 = sg4::Engine::get_clock();
+  runGroupCall(sh, rank, s);
+  const double scale = static_cast<double>(n - 1) / static_cast<double>(m - 1);
+  sg4::this_actor::sleep_for((sg4::Engine::get_clock() - t0) * (scale - 1));
+  const uint64_t sent = sh.net.sent[rank] - sent0, msgs = sh.net.messages[rank] - msgs0;
+  // Undo the sample's own counts: every rank counts the full ring's.
+  sh.net.sent[rank] = sent0, sh.net.messages[rank] = msgs0, sh.net.inter_node = inter0;
+  sh.net.inter_node_sent[rank] = inter_rank0, sh.net.inter_leaf_sent[rank] = leaf0;
+  CoarseCall scaled;  // this sample rank's own steps, scaled
+  scaled.sent = static_cast<uint64_t>(static_cast<double>(sent) * scale + 0.5);
+  scaled.messages = static_cast<uint64_t>(static_cast<double>(msgs) * scale + 0.5);
+  countRing(sh, rank, scaled);
+  if (rank == 0) {  // publishes for the ranks outside the sample
+    cc.sent = scaled.sent, cc.messages = scaled.messages;
+    ++sh.coarsened;
+    for (int r = 0; r < n; ++r)
+      if (r % k != 0) cc.done->release();
+  }
+}
+
 void runOne(Shared& sh, int rank, const CallSpec& c) {
+  if (coarsens(sh, c)) {
+    runCoarse(sh, rank, c);
+    return;
+  }
+  runGroupCall(sh, rank, c);
+}
+
+void runGroupCall(Shared& sh, int rank, const CallSpec& c) {
   comm::Group g;
   if (c.ranks.empty()) {
     g = comm::Group::world(rank, sh.net.world());
@@ -108,7 +189,7 @@ uint64_t maxBytes(const std::vector<RankProgram>& programs) {
   return m;
 }
 
-nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& programs) {
+nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& programs, const CoarseOptions& coarse) {
   SimPlatform plat = buildPlatform(p);
   const int n = p.world();
   std::vector<int> node_of(n);
@@ -118,7 +199,7 @@ nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& 
     host_of[r] = plat.hosts[node_of[r]];
   }
   SimNetwork net(host_of, node_of, p);
-  Shared sh{p, programs, net, std::vector<RankState>(n), nullptr, nullptr, {}, {}, {}, 0};
+  Shared sh{p, programs, net, std::vector<RankState>(n), nullptr, nullptr, {}, {}, coarse, {}, {}, 0, 0};
   // Never read or written (no data moves), so the kernel never backs them with memory.
   const uint64_t bytes = maxBytes(programs);
   sh.buf.reset(new char[bytes]);
@@ -141,7 +222,7 @@ nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& 
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& st : sh.state) steps.push_back(st.step_s);
   return {{"steps", steps},          {"bytes_sent", net.sent},        {"inter_node_sent", net.inter_node_sent}, {"inter_leaf_sent", net.inter_leaf_sent},
-          {"messages", net.messages}, {"calls", sh.calls}};
+          {"messages", net.messages}, {"calls", sh.calls}, {"coarse_calls", sh.coarsened}};
 }
 
 double mean(const std::vector<double>& v) {
@@ -150,13 +231,13 @@ double mean(const std::vector<double>& v) {
 
 }  // namespace
 
-ReplayResult replay(const PlatformSpec& platform, const std::vector<RankProgram>& programs) {
+ReplayResult replay(const PlatformSpec& platform, const std::vector<RankProgram>& programs, const CoarseOptions& coarse) {
   validate(platform);
   if (static_cast<int>(programs.size()) != platform.world())
     throw ConfigError("simulate replay: the timeline has " + std::to_string(programs.size()) +
                       " ranks but the platform " + std::to_string(platform.world()) + " (nodes x ppn)");
   const auto t0 = std::chrono::steady_clock::now();
-  const auto j = nlohmann::json::parse(runIsolated([&] { return runReplay(platform, programs).dump(); }));
+  const auto j = nlohmann::json::parse(runIsolated([&] { return runReplay(platform, programs, coarse).dump(); }));
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ReplayResult r;
   r.ranks = platform.world();
@@ -178,6 +259,7 @@ ReplayResult replay(const PlatformSpec& platform, const std::vector<RankProgram>
   r.wall_s = wall_s;
   r.messages_sent = j["messages"].get<std::vector<uint64_t>>();
   r.calls = j["calls"];
+  r.coarse_calls = j["coarse_calls"];
   return r;
 }
 

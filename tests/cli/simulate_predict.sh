@@ -47,7 +47,7 @@ bad() {
 bad "a bad node list" "--nodes" --timeline "$tmp/topk/timeline.json" --nodes 4,x
 bad "a topology" "platform.topology" --timeline "$tmp/topk/timeline.json" --topology mesh
 bad "unfilled leaves" "platform.nodes" --timeline "$tmp/topk/timeline.json" --nodes 6 --leaf-size 4
-bad "too many ranks" "at most 1023" --timeline "$tmp/topk/timeline.json" --nodes 512 --ppn 2
+bad "too many ranks" "at most 4096" --timeline "$tmp/topk/timeline.json" --nodes 1024 --ppn 8
 bad "a missing timeline" "$tmp/none.json" --timeline "$tmp/none.json"
 "$LOWCOMM" train --nproc 4 "${common[@]}" --set strategy.name=ab --set ab.group_size=-1 --set ab.warmup_steps=2 \
   --set ab.steps_btw_syncing=4 --set logging.out_dir="$tmp/ab" --timeline "$tmp/ab/timeline.json" > "$tmp/out" 2>&1 \

@@ -130,7 +130,7 @@ TEST(SimPredict, GroupCallsAndTooManyRanksAreErrors) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("group of 1 of its 2 ranks"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(extrapolate(prog, 2, platform("fat-tree", 1024, 10.0), {}), ConfigError);
+  EXPECT_THROW(extrapolate(prog, 2, platform("fat-tree", 8192, 10.0), {}), ConfigError);  // > 4096 ranks
   EXPECT_THROW(extrapolate(prog, 2, p, {"bogus"}), ConfigError);
   auto bad = platform("fat-tree", 24, 10.0);  // 24 nodes do not fill leaves of 16
   EXPECT_THROW(extrapolate(prog, 2, bad, {}), ConfigError);
@@ -151,4 +151,33 @@ TEST(SimPredict, AComputeSpeedupDividesComputeAndCodecTimeOnly) {
   EXPECT_EQ(slow_r.bytes_sent, fast_r.bytes_sent);
   fast.compute_speedup = 0;
   EXPECT_THROW(extrapolate(prog, 2, p, fast), ConfigError);
+}
+
+// A ring over more than max_ring ranks runs on a sample and is scaled: on 192 ranks (two fat-tree
+// leaves of 96, 4:1) the coarse step time is within 1 % of the exact simulation, with the same
+// bytes per rank and the same inter-node and cross-leaf parts; rings at or under the bound are
+// exact.
+TEST(SimPredict, ACoarseRingFollowsTheExactOneWithinOnePercent) {
+  for (const std::string algo : {"ring", "allgatherv"}) {
+    auto prog = recorded(6 << 20, "predict_coarse");
+    if (algo == "allgatherv") {
+      for (auto& c : prog.calls) c.op = "allgatherv", c.rank_bytes = {c.bytes / 8, c.bytes / 8};
+    }
+    auto p = platform("fat-tree", 192, 10.0);
+    p.leaf_size = 96;
+    p.oversubscription = 4;
+    const auto programs = extrapolate(prog, 2, p, {"ring"});
+    const auto exact = replay(p, programs);
+    const auto coarse = replay(p, programs, CoarseOptions{48});
+    const auto same = replay(p, programs, CoarseOptions{192});
+    EXPECT_EQ(exact.coarse_calls, 0u);
+    EXPECT_EQ(same.coarse_calls, 0u);
+    EXPECT_EQ(coarse.coarse_calls, 2u) << algo;  // one bucket in each of 2 steps
+    EXPECT_NEAR(coarse.predicted_step_s / exact.predicted_step_s, 1.0, 0.01) << algo;
+    EXPECT_DOUBLE_EQ(same.predicted_step_s, exact.predicted_step_s);
+    for (int r : {0, 95, 96, 191}) {
+      EXPECT_NEAR(static_cast<double>(coarse.bytes_sent[r]) / exact.bytes_sent[r], 1.0, 1e-3) << algo << " rank " << r;
+      EXPECT_EQ(coarse.inter_leaf_sent[r] > 0, exact.inter_leaf_sent[r] > 0) << algo << " rank " << r;
+    }
+  }
 }

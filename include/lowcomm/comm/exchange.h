@@ -40,14 +40,17 @@ class Scratch {
   size_t size_ = 0;
 };
 
-// Slot layout: | seq:32 | sub:6 | step:10 | seg:16 |. Sender and receiver compute the same
-// slot for the same message; distinct messages of one call never share a slot.
+// Slot layout: | seq:32 | sub:6 | step:12 | seg:14 |. Sender and receiver compute the same
+// slot for the same message; distinct messages of one call never share a slot. 12 step bits let
+// a ring span 4096 ranks (steps 0 .. n - 2); 14 segment bits are 16384 segments of a chunk
+// (segmentElems grows the segment beyond that).
 inline uint64_t makeSlot(uint32_t seq, uint32_t sub, uint32_t step, uint32_t seg) {
   return (static_cast<uint64_t>(seq) << 32) | (static_cast<uint64_t>(sub & 0x3f) << 26) |
-         (static_cast<uint64_t>(step & 0x3ff) << 16) | (seg & 0xffff);
+         (static_cast<uint64_t>(step & 0xfff) << 14) | (seg & 0x3fff);
 }
-constexpr uint32_t kMaxSegments = 1u << 16;
-constexpr uint32_t kMaxSteps = 1u << 10;
+constexpr uint32_t kMaxSegments = 1u << 14;
+constexpr uint32_t kMaxSteps = 1u << 12;
+constexpr int kMaxRanks = static_cast<int>(kMaxSteps);  // a communicator's largest size
 
 // One collective call's messages. Contract for executors:
 // - A message is matched by (sender, receiver, slot); zero-byte messages are never sent (both

@@ -74,11 +74,25 @@ struct ReplayResult {
   double wall_s = 0;                       // the simulation's own run time
   std::vector<uint64_t> messages_sent;     // per rank
   uint64_t calls = 0;                      // collectives replayed, all ranks
+  uint64_t coarse_calls = 0;               // of which run on a sample of the ranks (CoarseOptions)
   int unsupported_calls = 0;
+};
+
+// Coarsening of long rings (`simulate predict --coarse-ring`): a ring over the whole world of
+// more than `max_ring` ranks (allreduce with the ring algorithm, allgatherv) costs world x steps
+// messages, world^2 in all. Instead every k-th rank (k = ceil(world / max_ring)) runs the same
+// algorithm with the same chunk per step (a buffer scaled by the sample's share), so each
+// step's flows load the links as the full ring's do; its time and each rank's bytes and messages
+// are scaled by (world - 1) / (sample - 1), the ratio of the steps, and the other ranks wait for
+// the sample. A rank's bytes count as inter-node (cross-leaf) when its ring successor is on
+// another node (leaf). 0: off.
+struct CoarseOptions {
+  int max_ring = 0;
 };
 
 // Replays the programs on the platform (world = programs.size(); must equal platform.world()).
 // Runs in a child process (SimGrid keeps one engine per process).
-ReplayResult replay(const PlatformSpec& platform, const std::vector<RankProgram>& programs);
+ReplayResult replay(const PlatformSpec& platform, const std::vector<RankProgram>& programs,
+                    const CoarseOptions& coarse = {});
 
 }  // namespace lowcomm::sim

@@ -35,7 +35,7 @@ void ringAllgather(Exchange& ex, const Group& g, char* buf, const std::vector<si
                    uint32_t sub, const Posted* posted) {
   const int n = g.size();
   if (n == 1) return;
-  LC_ENFORCE_LT(static_cast<uint32_t>(n), kMaxSteps, "ring too large");
+  LC_ENFORCE_LE(static_cast<uint32_t>(n), kMaxSteps, "ring too large");  // steps 0 .. n - 2
   const int r = g.me, next = g.peer(r + 1);
   const size_t seg = segFor(off, seg_bytes);
   Posted own;

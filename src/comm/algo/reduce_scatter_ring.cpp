@@ -51,7 +51,7 @@ void ringReduceScatter(Exchange& ex, const Group& g, char* buf, const std::vecto
                        ReduceOp op, size_t seg_elems, uint32_t sub, char* tmp) {
   const int n = g.size();
   if (n == 1) return;
-  LC_ENFORCE_LT(static_cast<uint32_t>(n), kMaxSteps, "ring too large");
+  LC_ENFORCE_LE(static_cast<uint32_t>(n), kMaxSteps, "ring too large");  // steps 0 .. n - 2
   const int r = g.me;
   const int next = g.peer(r + 1), prev = g.peer(r - 1);
   const size_t es = dtypeSize(dt);
