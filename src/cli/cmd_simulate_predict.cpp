@@ -77,6 +77,9 @@ int simulatePredict(int argc, char** argv) {
   app.add_option("--oversubscription", base.oversubscription, "fat-tree: a leaf's node links over its uplinks")
       ->capture_default_str();
   app.add_option("--algo", po.algo, "allreduce algorithm: auto, recorded, ring, hd or hier")->capture_default_str();
+  app.add_option("--groups", po.groups,
+                 "sub-group calls (AB-training): fixed (groups keep their size) or proportional (as many groups)")
+      ->capture_default_str();
   app.add_option("--compute-speedup", po.compute_speedup,
                  "divide the measured compute and codec time by this (e.g. faster hardware than the recording's)")
       ->capture_default_str();

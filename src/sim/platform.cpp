@@ -118,6 +118,9 @@ SimPlatform buildPlatform(const PlatformSpec& p) {
   // Before the first zone: the model cannot change once a platform exists.
   sg4::Engine::set_config("network/model:CM02");
   sg4::Engine::set_config("network/crosstraffic", false);
+  // No guard page below each actor's stack: one memory mapping per actor instead of two, so that
+  // tens of thousands of actors (4096 ranks' connections) stay under vm.max_map_count.
+  sg4::Engine::set_config("contexts/guard-size:0");
   if (p.topology != "star") {
     buildCluster(p, out);
     return out;

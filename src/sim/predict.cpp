@@ -14,32 +14,55 @@ namespace lowcomm::sim {
 
 namespace {
 
-comm::Algo allreduceAlgo(const CallSpec& c, const PlatformSpec& p, const std::string& algo) {
+comm::Algo allreduceAlgo(const CallSpec& c, int members, const PlatformSpec& p, const std::string& algo) {
   if (algo == "recorded") return c.algo;
   if (algo == "ring") return comm::Algo::ring;
   if (algo == "hd") return comm::Algo::halving_doubling;
   if (algo == "hier") return comm::Algo::hierarchical;
-  if (algo == "auto") return comm::autoAllreduce(c.bytes, p.world(), p.ppn);
+  if (algo == "auto") return comm::autoAllreduce(c.bytes, members, p.ppn);
   throw ConfigError("simulate predict: --algo '" + algo + "': expected auto, recorded, ring, hd or hier");
 }
 
-CallSpec rescale(const CallSpec& c, int recorded_world, const PlatformSpec& p, const std::string& algo) {
-  if (!c.ranks.empty() && static_cast<int>(c.ranks.size()) != recorded_world)
-    throw ConfigError("simulate predict: the timeline has a " + c.op + " of a group of " + std::to_string(c.ranks.size()) +
-                      " of its " + std::to_string(recorded_world) +
-                      " ranks (AB-training's groups, a grid's axes, local SGD's nodes); only collectives over the whole "
-                      "world are extrapolated");
+// The size at the new world of the group a call of rank 0 ran over (0: the whole world). A group
+// must be the block of ranks 0 .. g-1 (rank 0's block of equal, contiguous groups).
+int groupSize(const CallSpec& c, int recorded_world, const PlatformSpec& p, const std::string& groups) {
+  const int g = static_cast<int>(c.ranks.size());
+  if (g == 0 || g == recorded_world) return 0;
+  auto refuse = [&](const std::string& why) {
+    throw ConfigError("simulate predict: the timeline has a " + c.op + " of a group of " + std::to_string(g) + " of its " +
+                      std::to_string(recorded_world) + " ranks; " + why);
+  };
+  for (int i = 0; i < g; ++i)
+    if (c.ranks[i] != i) refuse("only groups of contiguous ranks (rank 0's first) are extrapolated");
+  if (recorded_world % g != 0) refuse("its groups do not split the world evenly");
+  const int n = p.world();
+  if (groups == "fixed") {
+    if (n % g != 0) refuse("--groups fixed needs a world of a multiple of " + std::to_string(g) + " ranks");
+    return g;
+  }
+  if (groups == "proportional") {
+    const int count = recorded_world / g;
+    if (n % count != 0) refuse("--groups proportional needs a world of a multiple of " + std::to_string(count) + " ranks");
+    return n / count;
+  }
+  throw ConfigError("simulate predict: --groups '" + groups + "': expected fixed or proportional");
+}
+
+// `c` at the new world, over the whole world or (members < world) over the caller's group, whose
+// ranks extrapolate() fills in per rank.
+CallSpec rescale(const CallSpec& c, int recorded_world, int members, const PlatformSpec& p, const std::string& algo) {
   CallSpec out = c;
   out.ranks.clear();
-  const auto n = static_cast<uint64_t>(p.world());
+  const auto n = static_cast<uint64_t>(members);
+  const int recorded = c.ranks.empty() ? recorded_world : static_cast<int>(c.ranks.size());
   if (c.op == "allreduce") {
-    out.algo = allreduceAlgo(c, p, algo);
+    out.algo = allreduceAlgo(c, members, p, algo);
     out.group_size = p.ppn;
   } else if (c.op == "allgatherv") {
     const uint64_t total = c.rank_bytes.empty()
                                ? c.bytes
                                : std::accumulate(c.rank_bytes.begin(), c.rank_bytes.end(), uint64_t{0});
-    const uint64_t share = total / static_cast<uint64_t>(recorded_world);
+    const uint64_t share = total / static_cast<uint64_t>(recorded);
     out.rank_bytes.assign(n, share);
     out.bytes = share * n;
   } else if (c.op == "reduce_scatter" || c.op == "alltoall") {
@@ -60,15 +83,31 @@ std::vector<RankProgram> extrapolate(const RankProgram& rank0, int recorded_worl
                       std::to_string(comm::kMaxRanks) + " (its message slot layout)");
   if (!(opts.compute_speedup > 0))
     throw ConfigError("simulate predict: --compute-speedup must be positive, got " + std::to_string(opts.compute_speedup));
+  const int n = platform.world();
   RankProgram p = rank0;
-  for (auto& c : p.calls) c = rescale(c, recorded_world, platform, opts.algo);
+  std::vector<int> group(p.calls.size(), 0);  // per call: its group's size at the new world (0: the world)
+  bool grouped = false;
+  for (size_t i = 0; i < p.calls.size(); ++i) {
+    group[i] = groupSize(p.calls[i], recorded_world, platform, opts.groups);
+    grouped = grouped || group[i] > 0;
+    p.calls[i] = rescale(p.calls[i], recorded_world, group[i] > 0 ? group[i] : n, platform, opts.algo);
+  }
   auto faster = [&opts](std::vector<ReplayItem>& items) {
     for (auto& it : items)
       if (it.kind == ReplayItem::sleep) it.seconds /= opts.compute_speedup;
   };
   faster(p.main);
   for (auto& b : p.buckets) faster(b);
-  return std::vector<RankProgram>(static_cast<size_t>(platform.world()), p);
+  std::vector<RankProgram> out(static_cast<size_t>(n), p);
+  if (!grouped) return out;
+  for (int r = 0; r < n; ++r)  // each rank's calls of a group name its own block
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (group[i] == 0) continue;
+      auto& ranks = out[r].calls[i].ranks;
+      ranks.resize(group[i]);
+      for (int k = 0; k < group[i]; ++k) ranks[k] = r / group[i] * group[i] + k;
+    }
+  return out;
 }
 
 StepWork stepWork(const RankProgram& p) {

@@ -1,5 +1,6 @@
 #include "sim_exchange.h"
 
+#include <fstream>
 #include <string>
 
 #include "lowcomm/base/error.h"
@@ -27,10 +28,28 @@ SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> no
   for (int node : node_of_) leaf_of_.push_back(p.leafOf(node));
 }
 
+// SimGrid gives every actor a stack of its own (one memory mapping each): past the kernel's
+// vm.max_map_count the simulation would abort. Fails first, saying what to change.
+void SimNetwork::checkActorBudget(int more) {
+  actors_ += more;
+  if (map_limit_ == 0) {
+    std::ifstream f("/proc/sys/vm/max_map_count");
+    if (!(f >> map_limit_)) map_limit_ = -1;
+  }
+  const long headroom = 2048;  // libraries, heap, the ranks' own actors
+  if (map_limit_ > 0 && actors_ + 2L * world_ + headroom > map_limit_)
+    throw ConfigError("simulate: " + std::to_string(world_) + " ranks need more than " + std::to_string(actors_) +
+                      " SimGrid actors (one per connection and direction), more memory mappings than "
+                      "vm.max_map_count = " + std::to_string(map_limit_) +
+                      " allows; raise it (sysctl -w vm.max_map_count=" + std::to_string(4 * map_limit_) +
+                      ") or simulate rings (--algo ring, coarsened) instead of halving-doubling");
+}
+
 SimNetwork::Pair& SimNetwork::pair(int src, int dst) {
   const uint64_t key = static_cast<uint64_t>(src) * static_cast<uint64_t>(world_) + static_cast<uint64_t>(dst);
   auto it = pairs_.find(key);
   if (it != pairs_.end()) return *it->second;
+  checkActorBudget(notice_bytes_ > 0 ? 2 : 1);
   auto p = std::make_unique<Pair>();
   p->events = sg4::Semaphore::create(0);
   p->notice_events = sg4::Semaphore::create(0);

@@ -63,10 +63,12 @@ class SimNetwork {
     simgrid::s4u::SemaphorePtr notice_events;
   };
   Pair& pair(int src, int dst);
+  void checkActorBudget(int more);
   void sender(int src, int dst, Pair& p);
   void notifier(int src, int dst, Pair& p);
 
   int world_;
+  long actors_ = 0, map_limit_ = 0;  // daemon actors made so far; vm.max_map_count (-1: unknown)
   double notice_bytes_, message_overhead_s_;
   std::vector<simgrid::s4u::Host*> host_of_;
   std::vector<int> node_of_, leaf_of_;

@@ -2,8 +2,9 @@
 # `lowcomm simulate predict` on real timelines: a 2-process top-k run (allgatherv of each rank's
 # values and indices) predicted on fat-trees of 2, 4 and 8 nodes and a torus; each rank's payload
 # stays what it was while the gathered total grows with the world; samples/s comes from the run's
-# config.toml; at the recorded size it stays close to `simulate replay`'s prediction. An AB-training run
-# (groups of 2 of 4 ranks) and bad options are refused with messages naming the problem.
+# config.toml; at the recorded size it stays close to `simulate replay`'s prediction. An
+# AB-training run's groups map to fixed or proportional blocks; a tensor-parallel grid's strided
+# dp groups and bad options are refused with messages naming the problem.
 set -euo pipefail
 LOWCOMM=$1
 tmp=$(mktemp -d)
@@ -52,5 +53,23 @@ bad "a missing timeline" "$tmp/none.json" --timeline "$tmp/none.json"
 "$LOWCOMM" train --nproc 4 "${common[@]}" --set strategy.name=ab --set ab.group_size=-1 --set ab.warmup_steps=2 \
   --set ab.steps_btw_syncing=4 --set logging.out_dir="$tmp/ab" --timeline "$tmp/ab/timeline.json" > "$tmp/out" 2>&1 \
   || { cat "$tmp/out"; exit 1; }
-bad "AB-training's groups" "only collectives over the whole world" --timeline "$tmp/ab/timeline.json" --first-step 3 --steps 2
+# AB-training's groups (ranks 0-1 and 2-3): each rank's calls run over its own block, of 2 ranks
+# (fixed) or of half the world (proportional), whose ring sends more per rank.
+for g in fixed proportional; do
+  "$LOWCOMM" simulate predict --timeline "$tmp/ab/timeline.json" --first-step 3 --steps 2 --nodes 16 --groups $g \
+    --json "$tmp/ab_$g.json" > /dev/null
+done
+/usr/bin/python3 - "$tmp" <<'PY'
+import json, sys
+f, p = (json.load(open(f"{sys.argv[1]}/ab_{g}.json"))[0] for g in ("fixed", "proportional"))
+assert f["ranks"] == p["ranks"] == 16 and 0 < f["bytes_sent_per_rank"] < p["bytes_sent_per_rank"], (f, p)
+PY
+bad "a bad --groups" "expected fixed or proportional" --timeline "$tmp/ab/timeline.json" --first-step 3 --groups some
+# A (dp, tp) = (2, 2) grid's dp axis is strided ({0, 2}, {1, 3}): refused.
+corpus=$(ls -d /usr/lib/python3.*/ | sed -n 1p)
+"$LOWCOMM" train --nproc 4 --set model.name=gpt --set data.dataset=text --set data.dir="$corpus" --set data.glob="*.py" \
+  --set model.layers=1 --set model.dim=32 --set model.heads=2 --set model.seq_len=16 --set data.batch_size=2 \
+  --set data.test_limit=16 --set schedule.max_steps=3 --set parallel.tp=2 --set logging.progress=false \
+  --set logging.out_dir="$tmp/grid" --timeline "$tmp/grid/timeline.json" > "$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
+bad "a grid's strided dp axis" "only groups of contiguous ranks" --timeline "$tmp/grid/timeline.json" --nodes 8
 echo "simulate_predict: passed"

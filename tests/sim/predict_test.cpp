@@ -3,7 +3,8 @@
 // ring's bytes per rank follow 2(n-1)/n of the buffer at every size; a fat-tree's
 // oversubscription slows halving-doubling (whose far steps cross the spine) but not the ring
 // (whose neighbours share a leaf); the compute/codec split comes from the recorded durations;
-// sub-group calls and worlds past the communicator's limit are errors.
+// AB-training's group calls map to each rank's own block, fixed or proportional; strided groups
+// and worlds past the communicator's limit are errors.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -123,13 +124,18 @@ TEST(SimPredict, GroupCallsAndTooManyRanksAreErrors) {
   auto prog = recorded(1 << 20, "predict_bad");
   const auto p = platform("star", 8, 10.0);
   auto grouped = prog;
-  grouped.calls[0].ranks = {0};  // a group of 1 of the 2 recorded ranks
+  grouped.calls[0].ranks = {1};  // rank 1 alone: not rank 0's block (a grid axis would be strided)
   try {
     extrapolate(grouped, 2, p, {});
-    FAIL() << "a sub-group's call was extrapolated";
+    FAIL() << "a strided group's call was extrapolated";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("group of 1 of its 2 ranks"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("group of 1 of its 2 ranks; only groups of contiguous ranks"), std::string::npos)
+        << e.what();
   }
+  grouped.calls[0].ranks = {0};
+  PredictOptions bad_groups;
+  bad_groups.groups = "some";
+  EXPECT_THROW(extrapolate(grouped, 2, p, bad_groups), ConfigError);
   EXPECT_THROW(extrapolate(prog, 2, platform("fat-tree", 8192, 10.0), {}), ConfigError);  // > 4096 ranks
   EXPECT_THROW(extrapolate(prog, 2, p, {"bogus"}), ConfigError);
   auto bad = platform("fat-tree", 24, 10.0);  // 24 nodes do not fill leaves of 16
@@ -180,4 +186,31 @@ TEST(SimPredict, ACoarseRingFollowsTheExactOneWithinOnePercent) {
       EXPECT_EQ(coarse.inter_leaf_sent[r] > 0, exact.inter_leaf_sent[r] > 0) << algo << " rank " << r;
     }
   }
+}
+
+// Rank 0 of 4 recorded ranks ran its group's allreduce over ranks {0, 1}: on 8 ranks each rank
+// runs it over its own block, of 2 ranks ("fixed") or 4 ("proportional"), and sends the group
+// ring's 2 (g - 1) / g of the buffer per call; world calls stay over all 8.
+TEST(SimPredict, GroupCallsRunOverEachRanksOwnBlock) {
+  auto prog = recorded(1 << 20, "predict_groups");
+  prog.calls[0].ranks = {0, 1};  // step 1's bucket: a group call; step 2's stays a world call
+  const auto p = platform("star", 8, 10.0);
+  for (const std::string mode : {"fixed", "proportional"}) {
+    PredictOptions o;
+    o.groups = mode;
+    o.algo = "ring";
+    const auto progs = extrapolate(prog, 4, p, o);
+    const int g = mode == "fixed" ? 2 : 4;
+    for (int r : {0, 5, 7}) {
+      std::vector<int> want;
+      for (int k = 0; k < g; ++k) want.push_back(r / g * g + k);
+      EXPECT_EQ(progs[r].calls[0].ranks, want) << mode << " rank " << r;
+      EXPECT_TRUE(progs[r].calls[1].ranks.empty());
+    }
+    const auto res = replay(p, progs);
+    const uint64_t group_bytes = 2 * (g - 1) * ((1 << 20) / g), world_bytes = 2 * 7 * ((1 << 20) / 8);
+    EXPECT_EQ(res.bytes_sent[5], group_bytes + world_bytes) << mode;
+  }
+  prog.calls[0].ranks = {0, 1, 2};  // 3 does not split 4
+  EXPECT_THROW(extrapolate(prog, 4, p, {}), ConfigError);
 }

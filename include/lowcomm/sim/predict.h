@@ -4,10 +4,10 @@
 //
 // What carries over: per-step compute, DDP's bucket order and overlap, codec time and payloads
 // (PowerSGD's factors, top-k's values and indices: the same per rank at any world size), the
-// collectives over the whole world. What does not: calls of a sub-group (AB-training's groups,
-// a model-parallel grid's axes, local SGD's nodes), whose membership depends on the world they
-// were recorded in (ConfigError); point-to-point traffic (pipelines, gossip, the parameter
-// server), which the timeline does not record.
+// collectives over the whole world, and those of equal contiguous groups (AB-training's; see
+// PredictOptions::groups). What does not: other sub-groups (a model-parallel grid's axes, which
+// are strided; ConfigError); point-to-point traffic (pipelines, gossip, the parameter server),
+// which the timeline does not record.
 #pragma once
 
 #include <string>
@@ -25,12 +25,17 @@ struct PredictOptions {
   // Divides every recorded duration besides the collectives (compute, codecs): "what if the
   // ranks computed this much faster" (e.g. accelerators instead of this machine's cores).
   double compute_speedup = 1;
+  // A call of a sub-group (AB-training's groups; recorded on rank 0 over ranks 0 .. g-1): at the
+  // new world every rank runs it over its own block of "fixed" g ranks (more groups), or of
+  // "proportional" g x world / recorded world ranks (as many groups as recorded).
+  std::string groups = "fixed";
 };
 
 // `rank0`, rewritten for every rank of `platform`: a collective over the whole recorded world
 // (`recorded_world` ranks) becomes one over the new world with the same buffer (allgatherv:
-// every rank contributes the recorded mean share). Throws ConfigError naming the call for a
-// sub-group's call, or when the new world exceeds what the communicator supports.
+// every rank contributes the recorded mean share); one over a group, over the rank's group.
+// Throws ConfigError naming the call for a group that cannot be mapped, or when the new world
+// exceeds what the communicator supports.
 std::vector<RankProgram> extrapolate(const RankProgram& rank0, int recorded_world, const PlatformSpec& platform,
                                      const PredictOptions& opts);
 
