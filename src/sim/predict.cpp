@@ -112,11 +112,12 @@ std::vector<RankProgram> extrapolate(const RankProgram& rank0, int recorded_worl
 
 StepWork stepWork(const RankProgram& p) {
   StepWork w;
-  bool in_step = false;
-  for (const auto& it : p.main) {
-    if (it.kind == ReplayItem::step_begin) in_step = true;
-    if (it.kind == ReplayItem::step_end) in_step = false;
-    if (it.kind == ReplayItem::sleep && in_step) w.compute_s += it.seconds;
+  bool started = false;
+  double slept = 0;
+  for (const auto& it : p.main) {  // from the first step's start to the last one's end
+    if (it.kind == ReplayItem::step_begin) started = true;
+    if (it.kind == ReplayItem::sleep && started) slept += it.seconds;
+    if (it.kind == ReplayItem::step_end) w.compute_s = slept;
   }
   for (const auto& b : p.buckets)
     for (const auto& it : b)

@@ -35,7 +35,7 @@ struct RankState {
   std::map<std::string, uint32_t> calls_in_group;  // the next call's number, per group
   int coarse_calls = 0;
   std::vector<double> step_s;
-  double step_start = 0;
+  double step_start = 0, first_begin = -1, last_end = 0;
 };
 
 struct Shared {
@@ -166,8 +166,14 @@ void runItems(Shared& sh, int rank, const std::vector<ReplayItem>& items) {
       case ReplayItem::wait_buckets:
         while (st.done < st.launches) st.finished->acquire();  // stale releases only loop once more
         break;
-      case ReplayItem::step_begin: st.step_start = sg4::Engine::get_clock(); break;
-      case ReplayItem::step_end: st.step_s.push_back(sg4::Engine::get_clock() - st.step_start); break;
+      case ReplayItem::step_begin:
+        st.step_start = sg4::Engine::get_clock();
+        if (st.first_begin < 0) st.first_begin = st.step_start;
+        break;
+      case ReplayItem::step_end:
+        st.last_end = sg4::Engine::get_clock();
+        st.step_s.push_back(st.last_end - st.step_start);
+        break;
     }
   }
 }
@@ -220,9 +226,13 @@ nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& 
   plat.engine->run();
   if (!sh.error.empty()) throw Error("simulate replay: " + sh.error);
   nlohmann::json steps = nlohmann::json::array();
-  for (const auto& st : sh.state) steps.push_back(st.step_s);
+  nlohmann::json cycles = nlohmann::json::array();
+  for (const auto& st : sh.state) {
+    steps.push_back(st.step_s);
+    cycles.push_back(st.step_s.empty() ? 0.0 : (st.last_end - st.first_begin) / static_cast<double>(st.step_s.size()));
+  }
   return {{"steps", steps},          {"bytes_sent", net.sent},        {"inter_node_sent", net.inter_node_sent}, {"inter_leaf_sent", net.inter_leaf_sent},
-          {"messages", net.messages}, {"calls", sh.calls}, {"coarse_calls", sh.coarsened}};
+          {"messages", net.messages}, {"calls", sh.calls}, {"coarse_calls", sh.coarsened}, {"cycles", cycles}};
 }
 
 double mean(const std::vector<double>& v) {
@@ -253,6 +263,7 @@ ReplayResult replay(const PlatformSpec& platform, const std::vector<RankProgram>
   }
   r.measured_step_s = measured / r.ranks;
   r.predicted_step_s = predicted / r.ranks;
+  for (double c : j["cycles"].get<std::vector<double>>()) r.predicted_cycle_s += c / r.ranks;
   r.bytes_sent = j["bytes_sent"].get<std::vector<uint64_t>>();
   r.inter_node_sent = j["inter_node_sent"].get<std::vector<uint64_t>>();
   r.inter_leaf_sent = j["inter_leaf_sent"].get<std::vector<uint64_t>>();

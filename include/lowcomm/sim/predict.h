@@ -40,8 +40,9 @@ std::vector<RankProgram> extrapolate(const RankProgram& rank0, int recorded_worl
                                      const PredictOptions& opts);
 
 // Per step of the program, from its recorded durations (not simulated): the compute thread's
-// work between collectives (forward, backward, optimizer, data) and the communication thread's
-// work besides collectives (codecs).
+// work between collectives from the first step's start to the last one's end (forward,
+// backward, optimizer, data loading and whatever ran between the steps) and the communication
+// thread's work besides collectives (codecs).
 struct StepWork {
   double compute_s = 0, codec_s = 0;
 };

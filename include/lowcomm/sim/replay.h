@@ -66,7 +66,10 @@ std::vector<RankProgram> readTimeline(const std::string& path, const ReplayOptio
 
 struct ReplayResult {
   int ranks = 0, steps = 0;
-  double measured_step_s = 0, predicted_step_s = 0;  // means over ranks and steps
+  double measured_step_s = 0, predicted_step_s = 0;  // means over ranks and steps (the step spans)
+  // From the first step's start to the last one's end over the steps, mean over ranks: the step
+  // spans and what ran between them (e.g. AB-training's syncs, taken before a step begins).
+  double predicted_cycle_s = 0;
   std::vector<double> measured_step_by_rank, predicted_step_by_rank;
   std::vector<uint64_t> bytes_sent;        // per rank, as the traffic meter counts them
   std::vector<uint64_t> inter_node_sent;   // per rank, the part sent to another node
