@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <utility>
 
 #include "engine.h"
 #include "isolated.h"
@@ -33,7 +34,7 @@ struct RankState {
   sg4::SemaphorePtr finished = sg4::Semaphore::create(0);
   int launches = 0, done = 0;
   std::map<std::string, uint32_t> calls_in_group;  // the next call's number, per group
-  int coarse_calls = 0;
+  int coarse_calls[2] = {0, 0};  // per thread (0: compute, 1: communication)
   std::vector<double> step_s;
   double step_start = 0, first_begin = -1, last_end = 0;
 };
@@ -47,7 +48,9 @@ struct Shared {
   comm::Scratch scratch;
   std::map<std::string, uint32_t> group_ids;
   CoarseOptions coarse;
-  std::map<int, CoarseCall> coarse_calls;  // by the call's number among the coarsened ones
+  // By thread and the call's number among that thread's coarsened ones: every rank's thread
+  // issues the same sequence, whatever the two threads' interleaving.
+  std::map<std::pair<int, int>, CoarseCall> coarse_calls;
   std::string error;
   uint64_t calls = 0, coarsened = 0;
 };
@@ -79,9 +82,9 @@ void countRing(Shared& sh, int rank, const CoarseCall& cc) {
 }
 
 // The call on every k-th rank, scaled (CoarseOptions); the others wait for it.
-void runCoarse(Shared& sh, int rank, const CallSpec& c) {
+void runCoarse(Shared& sh, int rank, int thread, const CallSpec& c) {
   const int n = sh.net.world(), k = (n + sh.coarse.max_ring - 1) / sh.coarse.max_ring;
-  CoarseCall& cc = sh.coarse_calls[sh.state[rank].coarse_calls++];
+  CoarseCall& cc = sh.coarse_calls[{thread, sh.state[rank].coarse_calls[thread]++}];
   if (rank % k != 0) {
     cc.done->acquire();
     countRing(sh, rank, cc);
@@ -121,9 +124,9 @@ void runCoarse(Shared& sh, int rank, const CallSpec& c) {
   }
 }
 
-void runOne(Shared& sh, int rank, const CallSpec& c) {
+void runOne(Shared& sh, int rank, int thread, const CallSpec& c) {
   if (coarsens(sh, c)) {
-    runCoarse(sh, rank, c);
+    runCoarse(sh, rank, thread, c);
     return;
   }
   runGroupCall(sh, rank, c);
@@ -150,7 +153,8 @@ void runGroupCall(Shared& sh, int rank, const CallSpec& c) {
   ++sh.calls;
 }
 
-void runItems(Shared& sh, int rank, const std::vector<ReplayItem>& items) {
+// `thread`: 0 the rank's compute thread, 1 its communication thread.
+void runItems(Shared& sh, int rank, int thread, const std::vector<ReplayItem>& items) {
   const RankProgram& prog = sh.programs[rank];
   RankState& st = sh.state[rank];
   for (const auto& it : items) {
@@ -158,7 +162,7 @@ void runItems(Shared& sh, int rank, const std::vector<ReplayItem>& items) {
       case ReplayItem::sleep:
         if (it.seconds > 0) sg4::this_actor::sleep_for(it.seconds);
         break;
-      case ReplayItem::call: runOne(sh, rank, prog.calls[it.index]); break;
+      case ReplayItem::call: runOne(sh, rank, thread, prog.calls[it.index]); break;
       case ReplayItem::launch:
         ++st.launches;
         st.launched->release();
@@ -182,7 +186,7 @@ void commThread(Shared& sh, int rank) {
   RankState& st = sh.state[rank];
   for (const auto& bucket : sh.programs[rank].buckets) {
     st.launched->acquire();
-    runItems(sh, rank, bucket);
+    runItems(sh, rank, 1, bucket);
     ++st.done;
     st.finished->release();
   }
@@ -219,7 +223,7 @@ nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& 
   };
   for (int r = 0; r < n; ++r) {
     sg4::Actor::create("main" + std::to_string(r), host_of[r],
-                       [&, r] { guarded(r, "compute thread", [&] { runItems(sh, r, programs[r].main); }); });
+                       [&, r] { guarded(r, "compute thread", [&] { runItems(sh, r, 0, programs[r].main); }); });
     sg4::Actor::create("comm" + std::to_string(r), host_of[r],
                        [&, r] { guarded(r, "communication thread", [&] { commThread(sh, r); }); });
   }
