@@ -67,72 +67,9 @@ bool coarsens(const Shared& sh, const CallSpec& c) {
          (c.op == "allgatherv" || (c.op == "allreduce" && c.algo == comm::Algo::ring));
 }
 
-void runGroupCall(Shared& sh, int rank, const CallSpec& c);
-
-// Counts a coarsened call's bytes on `rank` as the full ring's: sent to its successor.
-void countRing(Shared& sh, int rank, const CoarseCall& cc) {
-  const int next = (rank + 1) % sh.net.world();
-  sh.net.sent[rank] += cc.sent;
-  sh.net.messages[rank] += cc.messages;
-  if (!sh.net.sameNode(rank, next)) {
-    sh.net.inter_node += cc.sent;
-    sh.net.inter_node_sent[rank] += cc.sent;
-    if (sh.net.otherLeaf(rank, next)) sh.net.inter_leaf_sent[rank] += cc.sent;
-  }
-}
-
-// The call on every k-th rank, scaled (CoarseOptions); the others wait for it.
-void runCoarse(Shared& sh, int rank, int thread, const CallSpec& c) {
-  const int n = sh.net.world(), k = (n + sh.coarse.max_ring - 1) / sh.coarse.max_ring;
-  CoarseCall& cc = sh.coarse_calls[{thread, sh.state[rank].coarse_calls[thread]++}];
-  if (rank % k != 0) {
-    cc.done->acquire();
-    countRing(sh, rank, cc);
-    return;
-  }
-  CallSpec s = c;
-  for (int r = 0; r < n; r += k) s.ranks.push_back(r);
-  const auto m = static_cast<uint64_t>(s.ranks.size());
-  const uint64_t es = comm::dtypeSize(c.dtype);
-  if (c.op == "allreduce") {
-    s.bytes = std::max<uint64_t>(1, c.bytes / es / static_cast<uint64_t>(n)) * m * es;  // the same chunk
-  } else {
-    const uint64_t share = c.rank_bytes.empty() ? c.bytes / static_cast<uint64_t>(n) : c.rank_bytes[0];
-    s.rank_bytes.assign(m, share);
-    s.bytes = share * m;
-  }
-  const uint64_t sent0 = sh.net.sent[rank], msgs0 = sh.net.messages[rank];
-  const uint64_t inter0 = sh.net.inter_node, inter_rank0 = sh.net.inter_node_sent[rank],
-                 leaf0 = sh.net.inter_leaf_sent[rank];
-  const double t0 = sg4::Engine::get_clock();
-  runGroupCall(sh, rank, s);
-  const double scale = static_cast<double>(n - 1) / static_cast<double>(m - 1);
-  sg4::this_actor::sleep_for((sg4::Engine::get_clock() - t0) * (scale - 1));
-  const uint64_t sent = sh.net.sent[rank] - sent0, msgs = sh.net.messages[rank] - msgs0;
-  // Undo the sample's own counts: every rank counts the full ring's.
-  sh.net.sent[rank] = sent0, sh.net.messages[rank] = msgs0, sh.net.inter_node = inter0;
-  sh.net.inter_node_sent[rank] = inter_rank0, sh.net.inter_leaf_sent[rank] = leaf0;
-  CoarseCall scaled;  // this sample rank's own steps, scaled
-  scaled.sent = static_cast<uint64_t>(static_cast<double>(sent) * scale + 0.5);
-  scaled.messages = static_cast<uint64_t>(static_cast<double>(msgs) * scale + 0.5);
-  countRing(sh, rank, scaled);
-  if (rank == 0) {  // publishes for the ranks outside the sample
-    cc.sent = scaled.sent, cc.messages = scaled.messages;
-    ++sh.coarsened;
-    for (int r = 0; r < n; ++r)
-      if (r % k != 0) cc.done->release();
-  }
-}
-
-void runOne(Shared& sh, int rank, int thread, const CallSpec& c) {
-  if (coarsens(sh, c)) {
-    runCoarse(sh, rank, thread, c);
-    return;
-  }
-  runGroupCall(sh, rank, c);
-}
-
-void runGroupCall(Shared& sh, int rank, const CallSpec& c) {
+// Runs `c` on `rank` (its group's or the world's) and returns the bytes and messages it sent;
+// `count`: whether they go into the network's counters.
+std::pair<uint64_t, uint64_t> runGroupCall(Shared& sh, int rank, const CallSpec& c, bool count = true) {
   comm::Group g;
   if (c.ranks.empty()) {
     g = comm::Group::world(rank, sh.net.world());
@@ -148,9 +85,51 @@ void runGroupCall(Shared& sh, int rank, const CallSpec& c) {
   (void)fresh;
   // Calls of different groups must not share slots: the group's number goes into the sequence.
   const uint32_t seq = (gid->second << 20) | (sh.state[rank].calls_in_group[key]++ & 0xfffff);
-  SimExchange ex(sh.net, rank, seq);
+  SimExchange ex(sh.net, rank, seq, count);
   runCall(ex, g, c, sh.platform.ppn, sh.buf.get(), sh.out.get(), sh.scratch);
   ++sh.calls;
+  return {ex.bytesSent(), ex.messagesSent()};
+}
+
+// The call on every k-th rank, scaled (CoarseOptions); the others wait for it. Every rank counts
+// the full ring's bytes and messages as sent to its ring successor.
+void runCoarse(Shared& sh, int rank, int thread, const CallSpec& c) {
+  const int n = sh.net.world(), k = (n + sh.coarse.max_ring - 1) / sh.coarse.max_ring;
+  const int next = (rank + 1) % n;
+  CoarseCall& cc = sh.coarse_calls[{thread, sh.state[rank].coarse_calls[thread]++}];
+  if (rank % k != 0) {
+    cc.done->acquire();
+    sh.net.count(rank, next, cc.sent, cc.messages);
+    return;
+  }
+  CallSpec s = c;
+  for (int r = 0; r < n; r += k) s.ranks.push_back(r);
+  const auto m = static_cast<uint64_t>(s.ranks.size());
+  const uint64_t es = comm::dtypeSize(c.dtype);
+  if (c.op == "allreduce") {
+    s.bytes = std::max<uint64_t>(1, c.bytes / es / static_cast<uint64_t>(n)) * m * es;  // the same chunk
+  } else {
+    const uint64_t share = c.rank_bytes.empty() ? c.bytes / static_cast<uint64_t>(n) : c.rank_bytes[0];
+    s.rank_bytes.assign(m, share);
+    s.bytes = share * m;
+  }
+  const double t0 = sg4::Engine::get_clock();
+  const auto [sent, msgs] = runGroupCall(sh, rank, s, false);
+  const double scale = static_cast<double>(n - 1) / static_cast<double>(m - 1);
+  sg4::this_actor::sleep_for((sg4::Engine::get_clock() - t0) * (scale - 1));
+  const auto scaled = [scale](uint64_t v) { return static_cast<uint64_t>(static_cast<double>(v) * scale + 0.5); };
+  sh.net.count(rank, next, scaled(sent), scaled(msgs));
+  if (rank == 0) {  // publishes for the ranks outside the sample
+    cc.sent = scaled(sent), cc.messages = scaled(msgs);
+    ++sh.coarsened;
+    for (int r = 0; r < n; ++r)
+      if (r % k != 0) cc.done->release();
+  }
+}
+
+void runOne(Shared& sh, int rank, int thread, const CallSpec& c) {
+  if (coarsens(sh, c)) runCoarse(sh, rank, thread, c);
+  else runGroupCall(sh, rank, c);
 }
 
 // `thread`: 0 the rank's compute thread, 1 its communication thread.

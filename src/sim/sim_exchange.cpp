@@ -45,6 +45,15 @@ void SimNetwork::checkActorBudget(int more) {
                       ") or simulate rings (--algo ring, coarsened) instead of halving-doubling");
 }
 
+void SimNetwork::count(int src, int dst, uint64_t bytes, uint64_t msgs) {
+  sent[src] += bytes;
+  messages[src] += msgs;
+  if (sameNode(src, dst)) return;
+  inter_node += bytes;
+  inter_node_sent[src] += bytes;
+  if (otherLeaf(src, dst)) inter_leaf_sent[src] += bytes;
+}
+
 SimNetwork::Pair& SimNetwork::pair(int src, int dst) {
   const uint64_t key = static_cast<uint64_t>(src) * static_cast<uint64_t>(world_) + static_cast<uint64_t>(dst);
   auto it = pairs_.find(key);
@@ -128,13 +137,9 @@ int SimExchange::isend(int peer, const void*, size_t bytes, uint64_t slot) {
   if (bytes == 0) return -1;
   auto done = sg4::Semaphore::create(0);
   net_.enqueue(rank_, peer, slot, bytes, done);
-  net_.sent[rank_] += bytes;
-  net_.messages[rank_] += 1;
-  if (!net_.sameNode(rank_, peer)) {
-    net_.inter_node += bytes;
-    net_.inter_node_sent[rank_] += bytes;
-    if (net_.otherLeaf(rank_, peer)) net_.inter_leaf_sent[rank_] += bytes;
-  }
+  bytes_sent_ += bytes;
+  messages_sent_ += 1;
+  if (count_) net_.count(rank_, peer, bytes, 1);
   reqs_.push_back(Request{nullptr, peer, slot, true, false, nullptr, nullptr});
   reqs_.back().sent_sem = std::move(done);
   return static_cast<int>(reqs_.size() - 1);

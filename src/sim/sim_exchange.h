@@ -44,6 +44,8 @@ class SimNetwork {
   // The receiver of (src → dst) posted the receive of `slot`: the sender learns it once the
   // notice has crossed from dst to src.
   void posted(int src, int dst, uint64_t slot);
+  // Counts `msgs` messages of `bytes` in all from src to dst (sent, inter-node, cross-leaf).
+  void count(int src, int dst, uint64_t bytes, uint64_t msgs);
 
   std::vector<uint64_t> sent, recv, messages;
   std::vector<uint64_t> inter_node_sent;  // per rank: sent to a rank of another node
@@ -78,8 +80,14 @@ class SimNetwork {
 
 class SimExchange final : public comm::Exchange {
  public:
-  SimExchange(SimNetwork& net, int rank, uint32_t seq) : Exchange(seq), net_(net), rank_(rank) {}
+  // `count`: whether its messages go into the network's counters (a coarsened call's sample
+  // counts itself; lowcomm/sim/replay.h CoarseOptions).
+  SimExchange(SimNetwork& net, int rank, uint32_t seq, bool count = true)
+      : Exchange(seq), net_(net), rank_(rank), count_(count) {}
   ~SimExchange() override = default;
+  // What this call's isends sent so far, counted or not.
+  uint64_t bytesSent() const { return bytes_sent_; }
+  uint64_t messagesSent() const { return messages_sent_; }
 
   int isend(int peer, const void* ptr, size_t bytes, uint64_t slot) override;
   int irecv(int peer, void* ptr, size_t bytes, uint64_t slot) override;
@@ -103,6 +111,8 @@ class SimExchange final : public comm::Exchange {
   };
   SimNetwork& net_;
   int rank_;
+  bool count_;
+  uint64_t bytes_sent_ = 0, messages_sent_ = 0;
   std::deque<Request> reqs_;  // stable addresses: `got` is written when a receive completes
 };
 
