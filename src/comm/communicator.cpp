@@ -304,6 +304,45 @@ void Communicator::recv(void* buf, size_t bytes, int src, uint32_t tag) {
   ex.wait(ex.irecv(src, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag));
 }
 
+struct Communicator::Request::Impl {
+  std::unique_ptr<GlooExchange> ex;
+  int id = -1;
+  int peer = -1;
+  bool done = false;
+};
+
+Communicator::Request::Request(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::Request::~Request() = default;
+
+void Communicator::Request::wait() {
+  if (impl_->done) return;
+  impl_->ex->wait(impl_->id);
+  impl_->done = true;
+}
+
+bool Communicator::Request::done() const { return impl_->done; }
+int Communicator::Request::peer() const { return impl_->peer; }
+
+std::unique_ptr<Communicator::Request> Communicator::isend(const void* buf, size_t bytes, int dst, uint32_t tag) {
+  if (dst < 0 || dst >= size_ || dst == rank_)
+    throw ConfigError("isend: destination rank " + std::to_string(dst) + " is not another rank of this communicator");
+  auto impl = std::make_unique<Request::Impl>();
+  impl->ex = std::make_unique<GlooExchange>(*link_, *meter_, "send", phase_, opts_.timeout, Link::kP2PSeq);
+  impl->id = impl->ex->isend(dst, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag);
+  impl->peer = dst;
+  return std::make_unique<Request>(std::move(impl));
+}
+
+std::unique_ptr<Communicator::Request> Communicator::irecv(void* buf, size_t bytes, int src, uint32_t tag) {
+  if (src < 0 || src >= size_ || src == rank_)
+    throw ConfigError("irecv: source rank " + std::to_string(src) + " is not another rank of this communicator");
+  auto impl = std::make_unique<Request::Impl>();
+  impl->ex = std::make_unique<GlooExchange>(*link_, *meter_, "recv", phase_, opts_.timeout, Link::kP2PSeq);
+  impl->id = impl->ex->irecv(src, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag);
+  impl->peer = src;
+  return std::make_unique<Request>(std::move(impl));
+}
+
 void Communicator::exchange(const std::vector<P2P>& sends, const std::vector<P2P>& recvs, uint32_t tag) {
   auto check = [&](const std::vector<P2P>& msgs, const char* what) {
     std::vector<bool> seen(size_, false);

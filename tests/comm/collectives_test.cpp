@@ -172,6 +172,39 @@ TEST_P(Collectives, SendRecvRingOfMessagesWithTags) {
   }
 }
 
+// Non-blocking point-to-point: every rank posts its sends to both neighbours before its
+// receives (with blocking send() that order deadlocks), waits them in reverse order, and one
+// receive is waited by another thread. Messages with the same (peer, tag) arrive in posting order.
+TEST_P(Collectives, IsendIrecvPostedAtOnceWaitedInAnyOrder) {
+  if (n() == 1) GTEST_SKIP() << "isend/irecv needs two ranks";
+  std::vector<std::vector<int32_t>> first(n(), std::vector<int32_t>(4000)), second(first), back(first);
+  test::onRanks(n(), [&](int r) {
+    std::vector<int32_t> a(4000, r + 1), b(4000, 100 + r), c(4000, -(r + 1));
+    const int next = (r + 1) % n(), prev = (r + n() - 1) % n();
+    std::vector<std::unique_ptr<Communicator::Request>> reqs;
+    reqs.push_back(comms_[r]->isend(a.data(), a.size() * 4, next, 5));
+    reqs.push_back(comms_[r]->isend(b.data(), b.size() * 4, next, 5));
+    reqs.push_back(comms_[r]->isend(c.data(), c.size() * 4, prev, 6));
+    reqs.push_back(comms_[r]->irecv(first[r].data(), 4000 * 4, prev, 5));
+    reqs.push_back(comms_[r]->irecv(second[r].data(), 4000 * 4, prev, 5));
+    auto from_next = comms_[r]->irecv(back[r].data(), 4000 * 4, next, 6);
+    EXPECT_EQ(from_next->peer(), next);
+    std::thread other([&] { from_next->wait(); });
+    for (auto it = reqs.rbegin(); it != reqs.rend(); ++it) (*it)->wait();
+    other.join();
+    for (auto& q : reqs) EXPECT_TRUE(q->done());
+    EXPECT_TRUE(from_next->done());
+  });
+  for (int r = 0; r < n(); ++r) {
+    const int next = (r + 1) % n(), prev = (r + n() - 1) % n();
+    EXPECT_EQ(first[r][3999], prev + 1);
+    EXPECT_EQ(second[r][0], 100 + prev);
+    EXPECT_EQ(back[r][0], -(next + 1));
+  }
+  EXPECT_THROW(comms_[0]->isend(nullptr, 4, 0), ConfigError);
+  EXPECT_THROW(comms_[0]->irecv(nullptr, 4, n()), ConfigError);
+}
+
 // Every rank sends to both neighbours and receives from both in one call: no ordering needed
 // (with two ranks the one neighbour is both). A plain recv() takes a message of exchange() with
 // the same tag.

@@ -106,6 +106,29 @@ class Communicator {
   // range; a timeout (TimeoutError) names every candidate.
   int recvAny(void* buf, size_t bytes, const std::vector<int>& srcs, uint32_t tag = 0);
 
+  // Non-blocking point-to-point (MPI_Isend/MPI_Irecv): isend()/irecv() post the message and
+  // return at once; Request::wait() blocks until it completed (a send: the receiver took it) or
+  // throws what send()/recv() would, the timeout counted from the post. The buffer must stay
+  // valid until wait() returned. Requests match send()/recv()/exchange() with the same tag,
+  // in posting order per (peer, tag); they may be waited in any order and from another thread
+  // than the one that posted them. A request destroyed unwaited while in flight poisons the
+  // communicator (its state is unknown). Do not mix them with collectives running on this
+  // communicator from another thread: give point-to-point traffic its own split().
+  class Request {
+   public:
+    struct Impl;
+    explicit Request(std::unique_ptr<Impl> impl);
+    ~Request();
+    void wait();
+    bool done() const;
+    int peer() const;
+
+   private:
+    std::unique_ptr<Impl> impl_;
+  };
+  std::unique_ptr<Request> isend(const void* buf, size_t bytes, int dst, uint32_t tag = 0);
+  std::unique_ptr<Request> irecv(void* buf, size_t bytes, int src, uint32_t tag = 0);
+
   // Collective: ranks with the same color form a new communicator, ordered by (key, rank).
   // color < 0 returns nullptr. The child shares this communicator's traffic meter (the split's
   // own exchange is counted under op "setup").

@@ -1,0 +1,46 @@
+"""The "lowcomm" torch.distributed backend.
+
+    import torch.distributed as dist
+    import lowcomm.torch                       # registers the backend
+    dist.init_process_group("lowcomm")         # torchrun / `lowcomm launch` environment
+    ...
+    lowcomm.torch.traffic()                    # bytes this rank sent/received, by op and link
+
+Collectives run on lowcomm's communicator (shared memory among the ranks of one host, our
+ring / halving-doubling / hierarchical algorithms over TCP), queued in call order to one worker
+thread per group, so async work (DDP's bucket allreduces) overlaps the caller. CPU tensors only.
+Environment: LOWCOMM_DETERMINISTIC=1 (rank-ordered sums), LOWCOMM_ALLREDUCE_ALGO, LOWCOMM_SHM,
+LOWCOMM_JOB_TOKEN, LOCAL_WORLD_SIZE, GLOO_SOCKET_IFNAME.
+"""
+import torch.distributed as dist
+
+from lowcomm import _C
+
+BACKEND = "lowcomm"
+ProcessGroupLowcomm = _C.ProcessGroupLowcomm
+TimeoutError = _C.TimeoutError
+PeerError = _C.PeerError
+ConfigError = _C.ConfigError
+
+
+def _create(store, rank, size, timeout):
+    return _C.create_process_group(store, rank, size, timeout)
+
+
+if BACKEND.upper() not in dist.Backend._plugins:
+    dist.Backend.register_backend(BACKEND, _create)
+
+
+def _group(pg):
+    return pg if pg is not None else dist.distributed_c10d._get_default_group()
+
+
+def traffic(pg=None):
+    """Bytes and messages this rank sent and received through `pg` (default: the default group):
+    {"total": {...}, "by_op": {op: {...}}, "by_phase": {...}, "by_link": {"intra-node"|"inter-node": {...}}}."""
+    return _C.traffic(_group(pg))
+
+
+def reset_traffic(pg=None):
+    """Zeroes the group's traffic meter (shared with its point-to-point communicator)."""
+    _C.reset_traffic(_group(pg))

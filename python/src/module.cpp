@@ -1,0 +1,80 @@
+// lowcomm._C: the torch.distributed backend's creator and its traffic meter for Python.
+// Import torch.distributed first (lowcomm/torch.py does): our ProcessGroup subclasses the
+// c10d.ProcessGroup type torch registers.
+#include <pybind11/chrono.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <torch/csrc/utils/pybind.h>
+
+#include "lowcomm/base/error.h"
+#include "process_group.h"
+
+namespace py = pybind11;
+using lowcomm::py::ProcessGroupLowcomm;
+
+namespace {
+
+py::dict countDict(const lowcomm::comm::TrafficCount& c) {
+  py::dict d;
+  d["bytes_sent"] = c.bytes_sent;
+  d["bytes_recv"] = c.bytes_recv;
+  d["messages_sent"] = c.messages_sent;
+  d["messages_recv"] = c.messages_recv;
+  return d;
+}
+
+py::dict mapDict(const std::map<std::string, lowcomm::comm::TrafficCount>& m) {
+  py::dict d;
+  for (const auto& [k, v] : m) d[py::str(k)] = countDict(v);
+  return d;
+}
+
+ProcessGroupLowcomm& lowcommGroup(const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
+  auto* ours = dynamic_cast<ProcessGroupLowcomm*>(pg.get());
+  if (!ours)
+    throw py::type_error("not a lowcomm process group (backend '" + pg->getBackendName() +
+                         "'): create it with init_process_group('lowcomm') or new_group(backend='lowcomm')");
+  return *ours;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "lowcomm's torch.distributed backend (use lowcomm.torch)";
+  py::module::import("torch.distributed");
+
+  py::register_exception<lowcomm::TimeoutError>(m, "TimeoutError", PyExc_TimeoutError);
+  py::register_exception<lowcomm::PeerError>(m, "PeerError", PyExc_RuntimeError);
+  py::register_exception<lowcomm::ConfigError>(m, "ConfigError", PyExc_ValueError);
+
+  py::class_<ProcessGroupLowcomm, c10::intrusive_ptr<ProcessGroupLowcomm>, c10d::ProcessGroup>(
+      m, "ProcessGroupLowcomm")
+      .def_property_readonly("deterministic", [](ProcessGroupLowcomm& pg) { return pg.options().deterministic; });
+
+  m.def(
+      "create_process_group",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
+        return ProcessGroupLowcomm::create(store, rank, size, timeout);
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+      py::call_guard<py::gil_scoped_release>(),
+      "torch.distributed's creator function for the 'lowcomm' backend (rendezvous through `store`).");
+
+  m.def(
+      "traffic",
+      [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
+        const auto s = lowcommGroup(pg).traffic();
+        py::dict d;
+        d["total"] = countDict(s.total);
+        d["by_op"] = mapDict(s.by_op);
+        d["by_phase"] = mapDict(s.by_phase);
+        d["by_link"] = mapDict(s.by_link);
+        return d;
+      },
+      py::arg("pg"), "Bytes and messages this rank sent and received through the group, by op and link class.");
+
+  m.def(
+      "reset_traffic", [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) { lowcommGroup(pg).resetTraffic(); },
+      py::arg("pg"));
+}
