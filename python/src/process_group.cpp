@@ -53,8 +53,9 @@ comm::ReduceOp reduceOp(const c10d::ReduceOp& r, const char* op) {
     case c10d::ReduceOp::MIN: return comm::ReduceOp::min;
     case c10d::ReduceOp::MAX: return comm::ReduceOp::max;
     default:
-      throw ConfigError(where(op) + "reduce op " + std::to_string(static_cast<int>(r.op_)) +
-                        " is not supported (SUM, AVG, MIN, MAX are)");
+      static const char* names[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"};
+      const std::string name = r.op_ < 9 ? names[r.op_] : std::to_string(static_cast<int>(r.op_));
+      throw ConfigError(where(op) + "reduce op " + name + " is not supported (SUM, AVG, MIN, MAX are)");
   }
 }
 
@@ -94,6 +95,8 @@ comm::CommOptions commOptionsFromEnv(std::chrono::milliseconds timeout) {
   comm::CommOptions o;
   if (timeout.count() > 0) o.timeout = timeout;
   o.deterministic = envFlag("LOWCOMM_DETERMINISTIC");
+  const char* debug = std::getenv("TORCH_DISTRIBUTED_DEBUG");
+  o.debug_check = envFlag("LOWCOMM_DEBUG_CHECK") || (debug && std::string(debug) == "DETAIL");
   if (const char* a = std::getenv("LOWCOMM_ALLREDUCE_ALGO"); a && *a) o.allreduce_algo = comm::parseAlgo(a);
   if (const char* s = std::getenv("LOWCOMM_SHM"); s && *s) o.shm = comm::parseShmMode(s);
   if (const char* t = std::getenv("LOWCOMM_JOB_TOKEN"); t && *t) o.auth_token = t;
