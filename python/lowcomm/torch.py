@@ -1,6 +1,9 @@
 """The "lowcomm" torch.distributed backend.
 
-    import torch.distributed as dist
+    import atexit
+import weakref
+
+import torch.distributed as dist
     import lowcomm.torch                       # registers the backend
     dist.init_process_group("lowcomm")         # torchrun / `lowcomm launch` environment
     ...
@@ -12,6 +15,9 @@ thread per group, so async work (DDP's bucket allreduces) overlaps the caller. C
 Environment: LOWCOMM_DETERMINISTIC=1 (rank-ordered sums), LOWCOMM_ALLREDUCE_ALGO, LOWCOMM_SHM,
 LOWCOMM_JOB_TOKEN, LOCAL_WORLD_SIZE, GLOO_SOCKET_IFNAME.
 """
+import atexit
+import weakref
+
 import torch.distributed as dist
 
 from lowcomm import _C
@@ -23,8 +29,21 @@ PeerError = _C.PeerError
 ConfigError = _C.ConfigError
 
 
+_groups = weakref.WeakSet()
+
+
 def _create(store, rank, size, timeout):
-    return _C.create_process_group(store, rank, size, timeout)
+    pg = _C.create_process_group(store, rank, size, timeout)
+    _groups.add(pg)
+    return pg
+
+
+@atexit.register
+def _drain():
+    # A group's worker thread may still be releasing the last task's Python objects (DDP's
+    # future callbacks) when the script ends; it must not need the GIL once Python finalizes.
+    for pg in list(_groups):
+        pg.drain()
 
 
 if BACKEND.upper() not in dist.Backend._plugins:

@@ -7,8 +7,8 @@
 
 #include <torch/csrc/utils/pybind.h>
 
+#include "bindings.h"
 #include "lowcomm/base/error.h"
-#include "process_group.h"
 
 namespace py = pybind11;
 using lowcomm::py::ProcessGroupLowcomm;
@@ -30,15 +30,21 @@ py::dict mapDict(const std::map<std::string, lowcomm::comm::TrafficCount>& m) {
   return d;
 }
 
+}  // namespace
+
+namespace lowcomm::py {
+
 ProcessGroupLowcomm& lowcommGroup(const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
   auto* ours = dynamic_cast<ProcessGroupLowcomm*>(pg.get());
   if (!ours)
-    throw py::type_error("not a lowcomm process group (backend '" + pg->getBackendName() +
-                         "'): create it with init_process_group('lowcomm') or new_group(backend='lowcomm')");
+    throw pybind11::type_error("not a lowcomm process group (backend '" + pg->getBackendName() +
+                               "'): create it with init_process_group('lowcomm') or new_group(backend='lowcomm')");
   return *ours;
 }
 
-}  // namespace
+}  // namespace lowcomm::py
+
+using lowcomm::py::lowcommGroup;
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "lowcomm's torch.distributed backend (use lowcomm.torch)";
@@ -50,7 +56,9 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<ProcessGroupLowcomm, c10::intrusive_ptr<ProcessGroupLowcomm>, c10d::ProcessGroup>(
       m, "ProcessGroupLowcomm")
-      .def_property_readonly("deterministic", [](ProcessGroupLowcomm& pg) { return pg.options().deterministic; });
+      .def_property_readonly("deterministic", [](ProcessGroupLowcomm& pg) { return pg.options().deterministic; })
+      .def("drain", &ProcessGroupLowcomm::drain, py::call_guard<py::gil_scoped_release>(),
+           "Waits until every queued collective has finished and released what it held.");
 
   m.def(
       "create_process_group",
@@ -77,4 +85,6 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "reset_traffic", [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) { lowcommGroup(pg).resetTraffic(); },
       py::arg("pg"));
+
+  lowcomm::py::bindHooks(m);
 }

@@ -137,6 +137,11 @@ ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::enqueue(c10d::OpType type, Ten
   return work;
 }
 
+ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::submit(c10d::OpType type, Tensors outputs,
+                                                         std::function<void(comm::Communicator&)> fn) {
+  return enqueue(type, std::move(outputs), [this, fn = std::move(fn)] { fn(*comm_); });
+}
+
 ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) {
   const at::Tensor t = single(tensors, "broadcast");
   checkRank(opts.rootRank, size_, "broadcast", "root");

@@ -50,9 +50,15 @@ class ProcessGroupLowcomm : public c10d::ProcessGroup {
   comm::TrafficSnapshot traffic() const { return comm_->meter().snapshot(); }
   void resetTraffic() { comm_->meter().reset(); }
   const comm::CommOptions& options() const { return comm_->options(); }
+  // Waits until every queued collective has finished (lowcomm.torch calls it at exit).
+  void drain() { queue_->drain(); }
 
   using Tensors = std::vector<at::Tensor>;
   using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+  // Queues fn for the worker thread, after every collective already queued; the Work completes
+  // with `outputs` when fn returned (or with its exception). fn gets the group's communicator,
+  // which it must use collectively like any other call (a DDP comm hook's compressed reduce).
+  WorkPtr submit(c10d::OpType type, Tensors outputs, std::function<void(comm::Communicator&)> fn);
   WorkPtr broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) override;
   WorkPtr allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) override;
   WorkPtr allreduce_coalesced(Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
@@ -73,7 +79,6 @@ class ProcessGroupLowcomm : public c10d::ProcessGroup {
   WorkPtr recv(Tensors& tensors, int src, int tag) override;
 
  private:
-  // Queues fn for the worker thread; the Work completes with `outputs` when fn returned.
   WorkPtr enqueue(c10d::OpType type, Tensors outputs, std::function<void()> fn);
   // Exchanges one contiguous buffer per peer (block `r` of sends goes to rank r); this rank's own
   // block is copied locally. Worker thread only.

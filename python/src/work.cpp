@@ -1,5 +1,7 @@
 #include "work.h"
 
+#include <future>
+
 #include <ATen/core/ivalue.h>
 
 namespace lowcomm::py {
@@ -63,6 +65,13 @@ void TaskQueue::push(std::function<void()> task) {
     tasks_.push_back(std::move(task));
   }
   cv_.notify_all();
+}
+
+void TaskQueue::drain() {
+  std::promise<void> done;
+  auto f = done.get_future();
+  push([&done] { done.set_value(); });
+  f.wait();
 }
 
 void TaskQueue::loop() {

@@ -61,6 +61,10 @@ class TaskQueue {
   TaskQueue();
   ~TaskQueue();
   void push(std::function<void()> task);
+  // Returns once every task pushed before has run and been destroyed (a task's captures may
+  // hold Python objects: drained before the interpreter finalizes, the worker never needs the
+  // GIL while Python shuts down).
+  void drain();
 
  private:
   void loop();
