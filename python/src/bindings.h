@@ -6,9 +6,11 @@
 
 #include <torch/csrc/utils/pybind.h>
 
-#include "process_group.h"
+#include "lowcomm/c10d/process_group.h"
 
 namespace lowcomm::py {
+
+using torchdist::ProcessGroupLowcomm;
 
 // The lowcomm group behind `pg`; Python TypeError naming the backend when it is another one.
 ProcessGroupLowcomm& lowcommGroup(const c10::intrusive_ptr<c10d::ProcessGroup>& pg);

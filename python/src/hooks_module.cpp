@@ -3,12 +3,14 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
-#include "hooks.h"
+#include "lowcomm/c10d/hooks.h"
 #include "lowcomm/base/error.h"
 
 namespace pb = pybind11;  // not `py`: that is lowcomm::py here
 
 namespace lowcomm::py {
+
+using torchdist::HookCompressor;
 
 namespace {
 

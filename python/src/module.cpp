@@ -11,7 +11,7 @@
 #include "lowcomm/base/error.h"
 
 namespace py = pybind11;
-using lowcomm::py::ProcessGroupLowcomm;
+using lowcomm::torchdist::ProcessGroupLowcomm;
 
 namespace {
 

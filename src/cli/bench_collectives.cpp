@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_options.h"
-#include "c10d_baseline.h"
+#include "c10d_backend.h"
 #include "cli_util.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/runtime/worker.h"
@@ -180,15 +180,22 @@ int worker(const CollectiveBenchOptions& o) {
   auto w = runtime::initWorker(wo);
   auto& c = *w.comm;
   const int n = c.size(), rank = c.rank();
-  std::unique_ptr<C10dGloo> base;
   std::string base_iface = o.iface;
   if (const char* env = std::getenv("GLOO_SOCKET_IFNAME"); base_iface.empty() && o.address.empty() && env && *env)
     base_iface = env;  // as PyTorch's Python frontend does
+  // Through c10d's API: PyTorch's Gloo backend (baseline) and, with --torch-lowcomm, ours.
+  std::vector<std::pair<std::string, std::unique_ptr<C10dBackend>>> backends;
   if (o.baseline && o.dtype == DType::f32)
-    base = std::make_unique<C10dGloo>(w.store, rank, n, base_iface, o.address, o.timeout_s);
+    backends.emplace_back("c10d-gloo", std::make_unique<C10dBackend>("gloo", w.store, rank, n, base_iface, o.address,
+                                                                     o.timeout_s));
+  if (o.torch_lowcomm && o.dtype == DType::f32)
+    backends.emplace_back("torch-lowcomm", std::make_unique<C10dBackend>("lowcomm", w.store, rank, n, base_iface,
+                                                                         o.address, o.timeout_s));
+  std::string base_names;
+  for (const auto& [name, b] : backends) base_names += (base_names.empty() ? "" : ", ") + name;
   if (rank == 0) {
-    std::printf("# lowcomm bench collectives: world %d, dtype %s, %zu sizes, baseline %s\n", n,
-                comm::dtypeName(o.dtype), o.sizes.size(), base ? "c10d-gloo" : "off");
+    std::printf("# lowcomm bench collectives: world %d, dtype %s, %zu sizes, through c10d: %s\n", n,
+                comm::dtypeName(o.dtype), o.sizes.size(), base_names.empty() ? "off" : base_names.c_str());
     printHeader();
   }
   std::vector<Row> rows;
@@ -218,17 +225,19 @@ int worker(const CollectiveBenchOptions& o) {
         rows.push_back(makeRow(k, shown, "lowcomm", real_bytes, us, wrong));
         if (rank == 0) printRow(rows.back());
       }
-      if (base && C10dGloo::supports(op)) {
+      for (auto& [name, base] : backends) {
+        if (!base->supports(op)) continue;
         auto* in = reinterpret_cast<float*>(k.in.data());
         auto* out = reinterpret_cast<float*>(k.out.data());
         k.fill();
-        const double us = timeIt(c, o, [&] { base->run(op, in, out, k.count, n); });
+        const double us = timeIt(c, o, [&, b = base.get()] { b->run(op, in, out, k.count, n); });
         k.fill();
         base->run(op, in, out, k.count, n);
         int64_t wrong = k.wrong();
         c.allreduce(&wrong, 1, DType::i64, comm::ReduceOp::sum);
         total_wrong += wrong;
-        rows.push_back(makeRow(k, "gloo", "c10d-gloo", real_bytes, us, wrong));
+        rows.push_back(makeRow(k, name == "c10d-gloo" ? "gloo" : (op == "allreduce" ? "auto" : opAlgo(op)), name,
+                               real_bytes, us, wrong));
         if (rank == 0) printRow(rows.back());
       }
     }
@@ -249,7 +258,7 @@ int worker(const CollectiveBenchOptions& o) {
 int benchCollectives(int argc, char** argv) {
   CollectiveBenchOptions o;
   std::string sizes = "4B:256MiB", ops = "allreduce", algos = "auto,ring,hd,shm", dtype = "f32", shm = "auto";
-  CLI::App app{"Sweep message sizes over our collectives and c10d::ProcessGroupGloo (baseline)",
+  CLI::App app{"Sweep message sizes over our collectives, c10d::ProcessGroupGloo (baseline) and our c10d backend",
                "lowcomm bench collectives"};
   app.add_option("--nproc", o.nproc, "launch this many local workers (else run as a launched worker)")
       ->check(CLI::Range(1, 65536));
@@ -262,6 +271,9 @@ int benchCollectives(int argc, char** argv) {
   app.add_option("--min-iters", o.min_iters, "at least this many timed calls per case")->capture_default_str();
   app.add_option("--seconds", o.seconds_per_size, "timing budget per case")->capture_default_str();
   app.add_flag("!--no-baseline", o.baseline, "skip the c10d-gloo rows");
+  app.add_flag("--torch-lowcomm", o.torch_lowcomm,
+               "also time our torch.distributed backend (ProcessGroupLowcomm through c10d's API: its queue and "
+               "Work handles on top of our collectives), rows torch-lowcomm");
   app.add_option("--json", o.json, "write all rows to this JSON file (rank 0)");
   app.add_option("--iface", o.iface, "network interface to bind (else GLOO_SOCKET_IFNAME, else hostname)");
   app.add_option("--address", o.address, "address to bind");

@@ -20,6 +20,7 @@ struct CollectiveBenchOptions {
   int min_iters = 3;
   double seconds_per_size = 1.0;       // timing budget per (op, algo, size)
   bool baseline = true;                // also measure c10d::ProcessGroupGloo
+  bool torch_lowcomm = false;          // also measure our c10d backend (ProcessGroupLowcomm)
   std::string json;
   std::string iface, address;
   int group_size = 0;                  // hierarchical allreduce; 0 = LOCAL_WORLD_SIZE

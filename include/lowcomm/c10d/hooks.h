@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "lowcomm/compress/compressor.h"
-#include "process_group.h"
+#include "lowcomm/c10d/process_group.h"
 
-namespace lowcomm::py {
+namespace lowcomm::torchdist {
 
 class HookCompressor {
  public:
@@ -33,4 +33,4 @@ class HookCompressor {
   std::shared_ptr<compress::Compressor> c_;
 };
 
-}  // namespace lowcomm::py
+}  // namespace lowcomm::torchdist

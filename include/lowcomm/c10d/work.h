@@ -22,7 +22,7 @@
 
 #include "lowcomm/comm/communicator.h"
 
-namespace lowcomm::py {
+namespace lowcomm::torchdist {
 
 class CollectiveWork : public c10d::Work {
  public:
@@ -75,4 +75,4 @@ class TaskQueue {
   std::thread thread_;
 };
 
-}  // namespace lowcomm::py
+}  // namespace lowcomm::torchdist

@@ -1,8 +1,8 @@
-#include "hooks.h"
+#include "lowcomm/c10d/hooks.h"
 
 #include "lowcomm/base/error.h"
 
-namespace lowcomm::py {
+namespace lowcomm::torchdist {
 
 HookCompressor::HookCompressor(const compress::CompressConfig& cfg) : cfg_(cfg), c_(compress::makeCompressor(cfg)) {}
 
@@ -56,4 +56,4 @@ std::vector<std::string> HookCompressor::decisions() const {
   return c_->decisions();
 }
 
-}  // namespace lowcomm::py
+}  // namespace lowcomm::torchdist

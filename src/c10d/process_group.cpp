@@ -1,4 +1,4 @@
-#include "process_group.h"
+#include "lowcomm/c10d/process_group.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -6,9 +6,9 @@
 #include <torch/csrc/utils/tensor_flatten.h>
 
 #include "lowcomm/base/error.h"
-#include "store_adapter.h"
+#include "lowcomm/c10d/store_adapter.h"
 
-namespace lowcomm::py {
+namespace lowcomm::torchdist {
 
 namespace {
 
@@ -410,4 +410,4 @@ ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::recv(Tensors& tensors, int src
   return c10::make_intrusive<P2PWork>(rank_, c10d::OpType::RECV, std::move(req), Tensors{t, buf}, std::move(after));
 }
 
-}  // namespace lowcomm::py
+}  // namespace lowcomm::torchdist

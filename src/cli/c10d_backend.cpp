@@ -1,15 +1,17 @@
-#include "c10d_baseline.h"
+#include "c10d_backend.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/c10d/process_group.h"
 
 namespace lowcomm::cli {
 
-struct C10dGloo::Impl {
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+struct C10dBackend::Impl {
+  std::string kind;
+  c10::intrusive_ptr<c10d::ProcessGroup> pg;
 };
 
 namespace {
@@ -22,14 +24,14 @@ class StoreAdapter : public c10d::Store {
   std::vector<uint8_t> get(const std::string& key) override { return s_->get(key, timeout_); }
   int64_t add(const std::string& key, int64_t value) override { return s_->add(key, value); }
   bool deleteKey(const std::string& key) override {
-    throw Error("c10d baseline: deleteKey('" + key + "') is not supported by the rendezvous store");
+    throw Error("c10d backend: deleteKey('" + key + "') is not supported by the rendezvous store");
   }
   bool check(const std::vector<std::string>& keys) override {
     for (const auto& k : keys)
       if (!s_->check(k)) return false;
     return true;
   }
-  int64_t getNumKeys() override { throw Error("c10d baseline: getNumKeys is not supported by the rendezvous store"); }
+  int64_t getNumKeys() override { throw Error("c10d backend: getNumKeys is not supported by the rendezvous store"); }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
     for (const auto& k : keys) s_->get(k, timeout);
@@ -41,25 +43,36 @@ class StoreAdapter : public c10d::Store {
 
 }  // namespace
 
-C10dGloo::C10dGloo(std::shared_ptr<net::Store> store, int rank, int size, const std::string& iface,
-                   const std::string& address, int timeout_s)
+C10dBackend::C10dBackend(const std::string& kind, std::shared_ptr<net::Store> store, int rank, int size,
+                         const std::string& iface, const std::string& address, int timeout_s)
     : impl_(std::make_unique<Impl>()) {
-  auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(timeout_s));
+  impl_->kind = kind;
+  const std::chrono::seconds timeout(timeout_s);
+  auto adapter = c10::make_intrusive<StoreAdapter>(std::move(store), timeout);
+  if (kind == "lowcomm") {
+    // Binds like our Communicator: the interface comes from GLOO_SOCKET_IFNAME (set by
+    // `lowcomm launch --cluster`), else the hostname's address.
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("c10d-lowcomm", adapter);
+    impl_->pg = torchdist::ProcessGroupLowcomm::create(prefixed, rank, size, timeout);
+    return;
+  }
+  if (kind != "gloo") throw ConfigError("c10d backend '" + kind + "': expected gloo or lowcomm");
+  auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
   if (!iface.empty()) opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
   else if (!address.empty()) opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(address));
   else opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  auto adapter = c10::make_intrusive<StoreAdapter>(std::move(store), std::chrono::seconds(timeout_s));
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("c10d-baseline", adapter);
   impl_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
 }
 
-C10dGloo::~C10dGloo() = default;
+C10dBackend::~C10dBackend() = default;
 
-bool C10dGloo::supports(const std::string& op) {
-  return op == "allreduce" || op == "allgather" || op == "broadcast" || op == "alltoall";
+bool C10dBackend::supports(const std::string& op) const {
+  return op == "allreduce" || op == "allgather" || op == "broadcast" || op == "alltoall" ||
+         (op == "reduce_scatter" && impl_->kind == "lowcomm");
 }
 
-void C10dGloo::run(const std::string& op, float* in, float* out, size_t count, int size) {
+void C10dBackend::run(const std::string& op, float* in, float* out, size_t count, int size) {
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
   const auto n = static_cast<int64_t>(count);
   if (op == "allreduce") {
@@ -78,11 +91,15 @@ void C10dGloo::run(const std::string& op, float* in, float* out, size_t count, i
     auto o = torch::from_blob(out, {n * size}, f32);
     std::vector<int64_t> split;  // empty: equal splits
     impl_->pg->alltoall_base(o, i, split, split)->wait();
+  } else if (op == "reduce_scatter" && impl_->kind == "lowcomm") {
+    auto i = torch::from_blob(in, {n * size}, f32);
+    auto o = torch::from_blob(out, {n}, f32);
+    impl_->pg->_reduce_scatter_base(o, i)->wait();
   } else {
-    throw ConfigError("c10d-gloo baseline: op '" + op + "' is not supported by ProcessGroupGloo");
+    throw ConfigError("c10d backend " + impl_->kind + ": op '" + op + "' is not benchmarked");
   }
 }
 
-void C10dGloo::barrier() { impl_->pg->barrier()->wait(); }
+void C10dBackend::barrier() { impl_->pg->barrier()->wait(); }
 
 }  // namespace lowcomm::cli

@@ -31,9 +31,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "lowcomm/comm/communicator.h"
-#include "work.h"
+#include "lowcomm/c10d/work.h"
 
-namespace lowcomm::py {
+namespace lowcomm::torchdist {
 
 // The communicator options the environment asks for (see above); ConfigError names a bad value.
 comm::CommOptions commOptionsFromEnv(std::chrono::milliseconds timeout);
@@ -90,4 +90,4 @@ class ProcessGroupLowcomm : public c10d::ProcessGroup {
   std::unique_ptr<TaskQueue> queue_;          // destroyed first: finishes the queued collectives
 };
 
-}  // namespace lowcomm::py
+}  // namespace lowcomm::torchdist

@@ -7,7 +7,7 @@
 #include "lowcomm/base/error.h"
 #include "lowcomm/net/store.h"
 
-namespace lowcomm::py {
+namespace lowcomm::torchdist {
 
 class C10dStore : public net::Store {
  public:
@@ -29,4 +29,4 @@ class C10dStore : public net::Store {
   c10::intrusive_ptr<c10d::Store> store_;
 };
 
-}  // namespace lowcomm::py
+}  // namespace lowcomm::torchdist

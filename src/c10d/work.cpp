@@ -1,10 +1,10 @@
-#include "work.h"
+#include "lowcomm/c10d/work.h"
 
 #include <future>
 
 #include <ATen/core/ivalue.h>
 
-namespace lowcomm::py {
+namespace lowcomm::torchdist {
 
 CollectiveWork::CollectiveWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
     : c10d::Work(rank, type), outputs_(std::move(outputs)),
@@ -88,4 +88,4 @@ void TaskQueue::loop() {
   }
 }
 
-}  // namespace lowcomm::py
+}  // namespace lowcomm::torchdist
