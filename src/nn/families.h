@@ -19,6 +19,7 @@ std::shared_ptr<Model> makeResNet18(const ModelSpec& spec);
 std::shared_ptr<Model> makeVitTiny(const ModelSpec& spec);
 std::shared_ptr<Model> makeVgg16Timm(const ModelSpec& spec);
 std::shared_ptr<Model> makeGpt(const ModelSpec& spec);
+std::shared_ptr<Model> makeTorchScript(const ModelSpec& spec);  // spec.path: a torch.jit.save file
 
 // He-normal (fan_out, ReLU) for every Conv2d below `root` (root itself is skipped so this works
 // inside a constructor, before a shared_ptr owns it), BatchNorm weight 1 / bias 0, as in

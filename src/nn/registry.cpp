@@ -22,6 +22,7 @@ constexpr Entry kRegistry[] = {
     {"vgg11", detail::makeVgg11},       {"vgg16", detail::makeVgg16},
     {"resnet18", detail::makeResNet18}, {"vit-tiny", detail::makeVitTiny},
     {"vgg16_timm", detail::makeVgg16Timm}, {"gpt", detail::makeGpt},
+    {"torchscript", detail::makeTorchScript},
 };
 
 std::string joinedNames() {

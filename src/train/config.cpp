@@ -132,6 +132,7 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("model.seq_len", model.seq_len, int64_t),
       LC_FIELD("model.vocab", model.vocab, int64_t),
       LC_FIELD("model.tied", model.tied, bool),
+      LC_FIELD("model.path", model.path, std::string),
       LC_FIELD("data.dataset", data.dataset, std::string),
       LC_FIELD("data.dir", data.dir, std::string),
       LC_FIELD("data.glob", data.glob, std::string),
@@ -380,6 +381,12 @@ void validate(const TrainConfig& c, const std::string& where) {
     bad(where, "model.heads", std::to_string(c.model.heads) + " does not divide model.dim " + std::to_string(c.model.dim));
   positive("model.seq_len", static_cast<double>(c.model.seq_len));
   positive("model.vocab", static_cast<double>(c.model.vocab));
+  if ((c.model.name == "torchscript") != !c.model.path.empty())
+    bad(where, "model.path", c.model.path.empty() ? "model.name = \"torchscript\" needs the module file (torch.jit.save)"
+                                                  : "is only for model.name = \"torchscript\", not '" + c.model.name + "'");
+  if (c.model.name == "torchscript" && c.strategy.name == "ab")
+    bad(where, "strategy.name", "AB-training factorises the Conv2d/Linear modules of the built-in models; it does not "
+                                "reach into a TorchScript module's layers (model.name = \"torchscript\") yet");
   const bool text = c.data.dataset == "text", gpt = c.model.name == "gpt";
   if (text != gpt)
     bad(where, text ? "model.name" : "data.dataset",

@@ -168,6 +168,7 @@ nn::ModelSpec TrainingRun::modelSpec() const {
   spec.heads = static_cast<int>(m.heads);
   spec.seq_len = static_cast<int>(m.seq_len);
   spec.tied = m.tied;
+  spec.path = m.path;
   return spec;
 }
 

@@ -1,5 +1,6 @@
-// Models built by name from the config (`model.*` keys): image classifiers and `gpt`, a byte-level
-// decoder language model.
+// Models built by name from the config (`model.*` keys): image classifiers, `gpt` (a byte-level
+// decoder language model) and `torchscript` (a user's image classifier exported from Python, its
+// parameters under their own names: the stem/head convention below does not apply to it).
 //
 // Naming contract (the data-parallel strategy fingerprints parameter names/shapes across ranks and
 // buckets gradients in reverse registration order; the low-rank layer keeps the first and the last
@@ -46,6 +47,9 @@ struct ModelSpec {
   int heads = 4;
   int seq_len = 128;
   bool tied = false;
+  // torchscript: the module file written by torch.jit.save (a scripted or traced nn.Module whose
+  // forward maps the images to logits [B, classes]).
+  std::string path;
 };
 
 // A classifier. forward(x) takes float [B, in_channels, image_size, image_size] and returns logits

@@ -32,6 +32,7 @@ struct TrainConfig {
     int64_t seq_len = 128;
     int64_t vocab = 256;
     bool tied = false;
+    std::string path;  // torchscript: the torch.jit.save file
   } model;
   struct {
     std::string dataset = "fashion-mnist";
