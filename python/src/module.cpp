@@ -15,6 +15,36 @@ using lowcomm::torchdist::ProcessGroupLowcomm;
 
 namespace {
 
+// The holder of our ProcessGroup's Python objects: releases the GIL while the last reference
+// goes, because the group's destructor joins its worker thread, which may be waiting for the GIL
+// to finish a Python future callback (DDP's hooks). Same layout as torch's own holder for
+// c10d.ProcessGroup (one intrusive_ptr), as pybind11 requires along a class hierarchy.
+template <typename T>
+class NoGilIntrusivePtr {
+ public:
+  NoGilIntrusivePtr() = default;
+  NoGilIntrusivePtr(const NoGilIntrusivePtr&) = default;
+  NoGilIntrusivePtr(NoGilIntrusivePtr&&) = default;
+  NoGilIntrusivePtr& operator=(const NoGilIntrusivePtr&) = default;
+  NoGilIntrusivePtr& operator=(NoGilIntrusivePtr&&) = default;
+  NoGilIntrusivePtr(c10::intrusive_ptr<T> p) : p_(std::move(p)) {}  // NOLINT: implicit, as pybind11 needs
+  explicit NoGilIntrusivePtr(T* raw) : p_(c10::intrusive_ptr<T>::unsafe_steal_from_new(raw)) {}
+  ~NoGilIntrusivePtr() {
+    if (p_ && PyGILState_Check()) {
+      py::gil_scoped_release release;
+      p_.reset();
+    }
+  }
+  T& operator*() const noexcept { return *p_; }
+  T* operator->() const noexcept { return p_.get(); }
+  T* get() const noexcept { return p_.get(); }
+  void reset() noexcept { p_.reset(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(p_); }
+
+ private:
+  c10::intrusive_ptr<T> p_;
+};
+
 py::dict countDict(const lowcomm::comm::TrafficCount& c) {
   py::dict d;
   d["bytes_sent"] = c.bytes_sent;
@@ -46,6 +76,8 @@ ProcessGroupLowcomm& lowcommGroup(const c10::intrusive_ptr<c10d::ProcessGroup>& 
 
 using lowcomm::py::lowcommGroup;
 
+PYBIND11_DECLARE_HOLDER_TYPE(T, NoGilIntrusivePtr<T>, true);
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "lowcomm's torch.distributed backend (use lowcomm.torch)";
   py::module::import("torch.distributed");
@@ -54,7 +86,7 @@ PYBIND11_MODULE(_C, m) {
   py::register_exception<lowcomm::PeerError>(m, "PeerError", PyExc_RuntimeError);
   py::register_exception<lowcomm::ConfigError>(m, "ConfigError", PyExc_ValueError);
 
-  py::class_<ProcessGroupLowcomm, c10::intrusive_ptr<ProcessGroupLowcomm>, c10d::ProcessGroup>(
+  py::class_<ProcessGroupLowcomm, NoGilIntrusivePtr<ProcessGroupLowcomm>, c10d::ProcessGroup>(
       m, "ProcessGroupLowcomm")
       .def_property_readonly("deterministic", [](ProcessGroupLowcomm& pg) { return pg.options().deterministic; })
       .def("drain", &ProcessGroupLowcomm::drain, py::call_guard<py::gil_scoped_release>(),
@@ -63,7 +95,7 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "create_process_group",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
-        return ProcessGroupLowcomm::create(store, rank, size, timeout);
+        return NoGilIntrusivePtr<ProcessGroupLowcomm>(ProcessGroupLowcomm::create(store, rank, size, timeout));
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
       py::call_guard<py::gil_scoped_release>(),
