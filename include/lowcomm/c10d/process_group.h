@@ -16,7 +16,9 @@
 //   gather/scatter go through the root with point-to-point messages.
 // - send/recv are posted at once on a communicator of their own (split from the group's), so
 //   isend/irecv pairs in any order do not deadlock and do not wait behind queued collectives.
-//   recvAnysource is not supported.
+//   recvAnysource is not supported. Wait for every send/recv Work: one dropped while its message
+//   is in flight leaves that communicator unusable (later send/recv fail naming the reason).
+// - Destroying the group waits for its queued collectives (the worker thread is joined).
 // - Options from the environment (read when the group is created): LOWCOMM_DETERMINISTIC=1
 //   (rank-ordered sums, independent of algorithm and timing), LOWCOMM_ALLREDUCE_ALGO
 //   (auto|ring|hd|hier|ordered|shm|tree), LOWCOMM_SHM (auto|on|off), LOWCOMM_JOB_TOKEN (pair
