@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <tuple>
@@ -40,13 +41,15 @@ bool startsWith(const std::string& s, const std::string& prefix) { return s.rfin
 
 TEST(Models, NamesAreFixed) {
   EXPECT_EQ(modelNames(), (std::vector<std::string>{"mlp", "cnn", "vgg11", "vgg16", "resnet18", "vit-tiny",
-                                                "vgg16_timm", "gpt"}));
+                                                "vgg16_timm", "gpt", "torchscript"}));
 }
 
-// The image classifiers (`gpt`, the language model, has its own tests: gpt_test.cpp).
+// The built-in image classifiers (`gpt`, the language model, has its own tests: gpt_test.cpp;
+// `torchscript` loads a user's module: tests/python/test_torchscript.py).
 std::vector<std::string> imageModelNames() {
   auto n = modelNames();
   n.erase(std::remove(n.begin(), n.end(), "gpt"), n.end());
+  n.erase(std::remove(n.begin(), n.end(), "torchscript"), n.end());
   return n;
 }
 
@@ -238,6 +241,19 @@ void expectConfigError(const ModelSpec& s, const std::vector<std::string>& fragm
     for (const auto& f : fragments)
       EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << "'" << f << "' not in: " << e.what();
   }
+}
+
+// The module file's problems are ConfigErrors naming model.path (a real module is trained and
+// loaded back in Python: tests/python/test_torchscript.py).
+TEST(Models, TorchScriptNeedsAReadableModule) {
+  ModelSpec s = specFor("torchscript", kMnist);
+  expectConfigError(s, {"model.path", "torch.jit.save"});
+  s.path = "/nonexistent/net.pt";
+  expectConfigError(s, {"model.path", "cannot read", "/nonexistent/net.pt"});
+  const std::string junk = ::testing::TempDir() + "not_a_module.pt";
+  { std::ofstream(junk) << "not a zip archive"; }
+  s.path = junk;
+  expectConfigError(s, {"model.path", "not a TorchScript module"});
 }
 
 TEST(Models, BadSpecsThrowConfigError) {
