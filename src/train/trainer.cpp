@@ -160,9 +160,7 @@ nn::ModelSpec TrainingRun::modelSpec() const {
   }
   spec.vit_patch = static_cast<int>(m.vit_patch);
   spec.vit_depth = static_cast<int>(m.vit_depth);
-  spec.width = m.width;
-  spec.dropout = m.dropout;
-  spec.init = m.init;
+  spec.width = m.width, spec.dropout = m.dropout, spec.init = m.init;
   spec.layers = static_cast<int>(m.layers);
   spec.dim = static_cast<int>(m.dim);
   spec.heads = static_cast<int>(m.heads);
