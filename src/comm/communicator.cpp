@@ -323,24 +323,33 @@ void Communicator::Request::wait() {
 bool Communicator::Request::done() const { return impl_->done; }
 int Communicator::Request::peer() const { return impl_->peer; }
 
+namespace {
+
+// Posts one message on an exchange of its own (the request owns it until waited).
+std::unique_ptr<Communicator::Request::Impl> postP2P(Link& link, TrafficMeter& meter, const std::string& phase,
+                                                     std::chrono::milliseconds timeout, bool send, void* buf,
+                                                     size_t bytes, int peer, uint32_t tag) {
+  auto impl = std::make_unique<Communicator::Request::Impl>();
+  impl->ex = std::make_unique<GlooExchange>(link, meter, send ? "send" : "recv", phase, timeout, Link::kP2PSeq);
+  const uint64_t slot = (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag;
+  impl->id = send ? impl->ex->isend(peer, buf, bytes, slot) : impl->ex->irecv(peer, buf, bytes, slot);
+  impl->peer = peer;
+  return impl;
+}
+
+}  // namespace
+
 std::unique_ptr<Communicator::Request> Communicator::isend(const void* buf, size_t bytes, int dst, uint32_t tag) {
   if (dst < 0 || dst >= size_ || dst == rank_)
     throw ConfigError("isend: destination rank " + std::to_string(dst) + " is not another rank of this communicator");
-  auto impl = std::make_unique<Request::Impl>();
-  impl->ex = std::make_unique<GlooExchange>(*link_, *meter_, "send", phase_, opts_.timeout, Link::kP2PSeq);
-  impl->id = impl->ex->isend(dst, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag);
-  impl->peer = dst;
-  return std::make_unique<Request>(std::move(impl));
+  return std::make_unique<Request>(
+      postP2P(*link_, *meter_, phase_, opts_.timeout, true, const_cast<void*>(buf), bytes, dst, tag));
 }
 
 std::unique_ptr<Communicator::Request> Communicator::irecv(void* buf, size_t bytes, int src, uint32_t tag) {
   if (src < 0 || src >= size_ || src == rank_)
     throw ConfigError("irecv: source rank " + std::to_string(src) + " is not another rank of this communicator");
-  auto impl = std::make_unique<Request::Impl>();
-  impl->ex = std::make_unique<GlooExchange>(*link_, *meter_, "recv", phase_, opts_.timeout, Link::kP2PSeq);
-  impl->id = impl->ex->irecv(src, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag);
-  impl->peer = src;
-  return std::make_unique<Request>(std::move(impl));
+  return std::make_unique<Request>(postP2P(*link_, *meter_, phase_, opts_.timeout, false, buf, bytes, src, tag));
 }
 
 void Communicator::exchange(const std::vector<P2P>& sends, const std::vector<P2P>& recvs, uint32_t tag) {
