@@ -35,9 +35,12 @@ assert b[1] > 2.5 * b[0] and b[2] > 2 * b[1], b
 assert ft[0]["cross_leaf_bytes_per_rank"] == 0 and ft[2]["cross_leaf_bytes_per_rank"] > 0, ft
 assert torus[0]["ranks"] == 9, torus
 same, rep = json.load(open(f"{tmp}/same.json"))[0], json.load(open(f"{tmp}/replay.json"))
-# Every predicted rank runs rank 0's program; the replay runs each rank's own (rank 1's compute
-# differs a little), so the two agree closely but not exactly.
-assert abs(same["predicted_step_s"] / rep["predicted_step_s"] - 1) < 0.25, (same, rep)
+# Every predicted rank runs rank 0's program; the replay runs each rank's own. The bytes are the
+# same program's and must agree exactly; the step time may not: in the replay rank 0 also waits for
+# rank 1, whose recorded compute on a loaded 2-core machine can be much slower (a CI run measured
+# 8.9 ms predicted vs 12.9 ms replayed), so the replay is an upper bound, not a match.
+assert same["bytes_sent_per_rank"] * rep["steps"] == rep["bytes_sent"][0], (same, rep)
+assert same["compute_s"] < same["predicted_step_s"] <= 1.05 * rep["predicted_step_s"], (same, rep)
 print("ok:", [(r["ranks"], round(r["predicted_step_s"] * 1e3, 2)) for r in ft])
 PY
 bad() {
