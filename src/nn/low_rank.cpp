@@ -54,7 +54,7 @@ struct LowRankModel::Slot {
   int64_t parts = 1, index = 0;
   bool thin = false;  // running from its factors now (weight undefined)
 
-  bool canThin() const { return (conv && conv->canFactor()) || linear || other; }
+  bool canThin() const { return (conv && conv->canFactor()) || linear || (other && other->canFactor()); }
   void setThin(bool on) {
     thin = on;
     if (conv) conv->setFactors(on ? a : torch::Tensor(), on ? b : torch::Tensor());
@@ -120,44 +120,73 @@ LowRankModel::Svd LowRankModel::decompose(size_t i, int64_t at_least) {
   return d;
 }
 
+namespace {
+struct Candidate {
+  std::string name;
+  std::shared_ptr<torch::nn::Module> module;
+  torch::Tensor* weight = nullptr;
+  FactorisableLinear* other = nullptr;
+};
+
+// Every Conv2d / Linear / FactorisableLinear with a >= 2-D weight, in named_modules() order.
+std::vector<Candidate> candidatesOf(Model& model) {
+  std::vector<Candidate> out;
+  for (const auto& m : model.named_modules("", /*include_self=*/false)) {
+    Candidate c{m.key(), m.value()};
+    if (auto* conv = m.value()->as<torch::nn::Conv2dImpl>()) c.weight = &conv->weight;
+    else if (auto* lin = m.value()->as<torch::nn::LinearImpl>()) c.weight = &lin->weight;
+    c.other = dynamic_cast<FactorisableLinear*>(m.value().get());
+    if (c.other) c.weight = &c.other->factorWeight();
+    if (c.weight && c.weight->defined() && c.weight->dim() >= 2) out.push_back(c);
+  }
+  return out;
+}
+
+// ab.full_rank_layers with "stem" / "head" standing for the first / last candidate in a model
+// without a module of that name (a TorchScript model); ConfigError for a name that is no module.
+std::vector<std::string> resolveFullRank(const Model& model, std::vector<std::string> names,
+                                         const std::vector<Candidate>& candidates) {
+  const auto paths = model.modulePaths();  // a pipeline stage holds only some of them
+  for (auto& name : names) {
+    if (std::find(paths.begin(), paths.end(), name) != paths.end()) continue;
+    if (!candidates.empty() && (name == kStemName || name == kHeadName)) {
+      name = name == kStemName ? candidates.front().name : candidates.back().name;
+      continue;
+    }
+    std::string valid;
+    for (const auto& path : paths)
+      if (path.find('.') == std::string::npos) valid += (valid.empty() ? "" : ", ") + path;
+    throw ConfigError("ab.full_rank_layers: '" + name + "' is not a layer of model '" + model.spec().name +
+                      "' (top-level layers: " + valid + ")");
+  }
+  return names;
+}
+}  // namespace
+
 LowRankModel::LowRankModel(std::shared_ptr<Model> model, std::vector<std::string> full_rank_layers, bool split_sigma,
                            bool factored_forward)
     : model_(std::move(model)), split_sigma_(split_sigma), factored_forward_(factored_forward) {
   LC_ENFORCE(model_, "LowRankModel needs a model");
-  const auto modules = model_->named_modules("", /*include_self=*/false);
-  const auto paths = model_->modulePaths();  // a pipeline stage holds only some of them
-  for (const auto& name : full_rank_layers)
-    if (std::find(paths.begin(), paths.end(), name) == paths.end()) {
-      std::string valid;
-      for (const auto& path : paths)
-        if (path.find('.') == std::string::npos) valid += (valid.empty() ? "" : ", ") + path;
-      throw ConfigError("ab.full_rank_layers: '" + name + "' is not a layer of model '" + model_->spec().name +
-                        "' (top-level layers: " + valid + ")");
-    }
-  for (const auto& m : modules) {
-    if (coveredBy(m.key(), full_rank_layers)) continue;
-    torch::Tensor* w = nullptr;
-    if (auto* conv = m.value()->as<torch::nn::Conv2dImpl>()) w = &conv->weight;
-    else if (auto* lin = m.value()->as<torch::nn::LinearImpl>()) w = &lin->weight;
-    auto* other = dynamic_cast<FactorisableLinear*>(m.value().get());
-    if (other) w = &other->factorWeight();
-    if (!w || !w->defined() || w->dim() < 2) continue;
+  const auto candidates = candidatesOf(*model_);
+  full_rank_ = resolveFullRank(*model_, std::move(full_rank_layers), candidates);
+  for (const auto& c : candidates) {
+    if (coveredBy(c.name, full_rank_)) continue;
     LowRankLayer layer;
-    layer.name = m.key();
-    layer.shape = w->sizes().vec();
+    layer.name = c.name;
+    layer.shape = c.weight->sizes().vec();
     layer.rows = layer.shape[0];
-    layer.cols = w->numel() / layer.rows;
-    const int split_dim = other ? other->splitDim() : -1;  // the whole layer's shape
-    if (split_dim == 0) layer.rows *= other->splitParts();
-    if (split_dim == 1) layer.cols *= other->splitParts();
+    layer.cols = c.weight->numel() / layer.rows;
+    const int split_dim = c.other ? c.other->splitDim() : -1;  // the whole layer's shape
+    if (split_dim == 0) layer.rows *= c.other->splitParts();
+    if (split_dim == 1) layer.cols *= c.other->splitParts();
     layers_.push_back(layer);
     auto slot = std::make_shared<Slot>();
-    slot->module = m.value();
-    slot->weight = w;
-    slot->conv = dynamic_cast<FactorConv2dImpl*>(m.value().get());
-    slot->linear = dynamic_cast<FactorLinearImpl*>(m.value().get());
-    slot->other = other;
-    if (split_dim >= 0) slot->split_dim = split_dim, slot->parts = other->splitParts(), slot->index = other->splitIndex();
+    slot->module = c.module;
+    slot->weight = c.weight;
+    slot->conv = dynamic_cast<FactorConv2dImpl*>(c.module.get());
+    slot->linear = dynamic_cast<FactorLinearImpl*>(c.module.get());
+    slot->other = c.other;
+    if (split_dim >= 0) slot->split_dim = split_dim, slot->parts = c.other->splitParts(), slot->index = c.other->splitIndex();
     slots_.push_back(slot);
   }
 }

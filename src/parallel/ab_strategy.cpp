@@ -108,7 +108,8 @@ nlohmann::json abSummaryJson(const AbTraining& ab) {
                       {"regroup", o.regroup},
                       {"group_lr", o.group_lr},
                       {"steps_by_phase", ab.stepsByPhase()},
-                      {"ranks", ranksJson(ab.modelLayers())}};
+                      {"ranks", ranksJson(ab.modelLayers())},
+                      {"full_rank_layers", ab.lowRank().fullRankLayers()}};
   if (o.group_lr == "explore") {
     j["group_lr_spread"] = o.group_lr_spread;
     j["group_lr_center"] = ab.lrCenter();

@@ -79,8 +79,13 @@ AbTraining::AbTraining(std::shared_ptr<comm::Communicator> world, std::shared_pt
   if (opts_.group_lr == "explore" && groups_.groups < 2)
     throw ConfigError("ab.group_lr = \"explore\" needs two groups or more; ab.group_size and ab.sync_mode give one");
   if (lowrank_.layers().empty())
-    throw ConfigError("ab: model '" + lowrank_.model().spec().name +
-                      "' has no layer to factorise outside ab.full_rank_layers");
+  {
+    std::string full;
+    for (const auto& l : lowrank_.fullRankLayers()) full += (full.empty() ? "" : ", ") + l;
+    throw ConfigError("ab: model '" + lowrank_.model().spec().name + "' has no layer to factorise outside "
+                      "ab.full_rank_layers (" + full + "); AB-training factorises Conv2d and Linear layers "
+                      "(in a TorchScript model: torch.nn Linear, Conv1d, Conv2d and Conv3d modules)");
+  }
   lowrank_.setRandomizedSvd(opts_.svd == "randomized", /*seed=*/0x5eed);
   layout_ = groups_;
   group_comm_ = world_->split(groups_.group, world_->rank());

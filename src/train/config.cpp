@@ -384,9 +384,6 @@ void validate(const TrainConfig& c, const std::string& where) {
   if ((c.model.name == "torchscript") != !c.model.path.empty())
     bad(where, "model.path", c.model.path.empty() ? "model.name = \"torchscript\" needs the module file (torch.jit.save)"
                                                   : "is only for model.name = \"torchscript\", not '" + c.model.name + "'");
-  if (c.model.name == "torchscript" && c.strategy.name == "ab")
-    bad(where, "strategy.name", "AB-training factorises the Conv2d/Linear modules of the built-in models; it does not "
-                                "reach into a TorchScript module's layers (model.name = \"torchscript\") yet");
   const bool text = c.data.dataset == "text", gpt = c.model.name == "gpt";
   if (text != gpt)
     bad(where, text ? "model.name" : "data.dataset",

@@ -18,7 +18,9 @@ namespace lowcomm::nn {
 // A layer of another kind that LowRankModel factorises as a Linear: its forward reads
 // factorWeight() (the 2-D weight LowRankModel replaces by A*B), or, while setFactors got defined
 // tensors, runs from the factors with the rest of its forward (bias, communication) unchanged.
-// setFactors with undefined tensors returns to the weight.
+// setFactors with undefined tensors returns to the weight. A layer whose canFactor() is false
+// (an unsplit layer with no two-op form, e.g. a TorchScript module's Linear or Conv) only ever
+// gets undefined factors: LowRankModel then always writes A*B into factorWeight().
 //
 // A split layer (a tensor-parallel shard) holds part `splitIndex()` of `splitParts()` of a
 // larger weight W: splitDim() 0, its rows (a column-parallel Linear), or 1, its columns (a
@@ -31,6 +33,7 @@ class FactorisableLinear {
   virtual ~FactorisableLinear() = default;
   virtual torch::Tensor& factorWeight() = 0;
   virtual void setFactors(torch::Tensor a, torch::Tensor b) = 0;
+  virtual bool canFactor() const { return true; }
   virtual int splitDim() const { return -1; }  // -1: not split
   virtual int64_t splitParts() const { return 1; }
   virtual int64_t splitIndex() const { return 0; }

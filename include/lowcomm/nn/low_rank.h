@@ -2,7 +2,8 @@
 //
 // Every Conv2d and Linear below the model whose module path is not listed in `full_rank_layers`
 // (a listed name also covers everything below it, "stem" covers "stem.*") is a *factorisable
-// layer*. Its weight W is viewed as a matrix rows x cols (conv: out x in*kh*kw) and, when
+// layer*; so is a FactorisableLinear (factor_layers.h). In a model without a module named "stem"
+// or "head" (a TorchScript model), those names stand for its first and its last such layer. Its weight W is viewed as a matrix rows x cols (conv: out x in*kh*kw) and, when
 // factorised, replaced by two parameters named "<layer>.A" [rows x r] and "<layer>.B" [r x cols]
 // with W = A*B. The layer's own `weight` member then holds A*B (reshaped), recomputed by
 // materialize() (forward() calls it), so the model's unchanged forward code uses the factors and
@@ -61,6 +62,8 @@ class LowRankModel {
   void materialize();
 
   Model& model() { return *model_; }
+  // full_rank_layers with "stem" / "head" resolved (see above).
+  const std::vector<std::string>& fullRankLayers() const { return full_rank_; }
   std::shared_ptr<Model> shared() const { return model_; }
   const std::vector<LowRankLayer>& layers() const { return layers_; }
   bool factorised() const { return factorised_; }
@@ -131,6 +134,7 @@ class LowRankModel {
   bool randomized_svd_ = false;
   uint64_t svd_seed_ = 0;
   std::shared_ptr<Model> model_;
+  std::vector<std::string> full_rank_;
   bool split_sigma_;
   bool factored_forward_;
   bool factorised_ = false;
