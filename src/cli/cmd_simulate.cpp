@@ -45,7 +45,10 @@ int simulateCollectives(int argc, char** argv) {
   app.add_option("--setting", setting, "NODESxPROCS@RATE, as bench/e2e: 4x1@100mbit, 2x2@1gbit")->capture_default_str();
   app.add_option("--sizes", sizes, "LO:HI (powers of two) or a list, e.g. 4B:256MiB or 4B,64MiB")->capture_default_str();
   app.add_option("--ops", ops, "allreduce,allgather,broadcast,reduce_scatter,alltoall,barrier")->capture_default_str();
-  app.add_option("--algos", algos, "allreduce algorithms: ring,hd,hier,ordered")->capture_default_str();
+  app.add_option("--algos", algos,
+                 "allreduce algorithms: ring,hd,hier,ordered, and ina (in-network aggregation: the star's switch "
+                 "sums, one rank per node)")
+      ->capture_default_str();
   app.add_option("--dtype", dtype, "element type")->capture_default_str();
   app.add_option("--segment", segment, "pipelining segment of ring/tree algorithms, bytes")->capture_default_str();
   app.add_option("--group-size", group_size, "ranks per group for hier (0 = processes per node)")->capture_default_str();
@@ -86,12 +89,15 @@ int simulateCollectives(int argc, char** argv) {
       for (size_t requested : parseSizes(sizes)) {
         sim::CollectiveSpec s;
         s.op = op;
-        s.algo = op == "allreduce" ? comm::parseAlgo(algo) : comm::Algo::ring;
+        const bool ina = op == "allreduce" && algo == "ina";
+        s.algo = op == "allreduce" && !ina ? comm::parseAlgo(algo) : comm::Algo::ring;
         s.bytes = op == "barrier" ? 0 : roundedBytes(op, requested, es, n);
         s.dtype = dt;
         s.segment_bytes = segment;
         s.group_size = group_size;
-        const auto r = sim::simulateCollective(p, s);
+        sim::PlatformSpec run = p;
+        run.in_network_aggregation = ina;
+        const auto r = sim::simulateCollective(run, s);
         const double us = r.time_s * 1e6;
         const double algbw = us > 0 ? static_cast<double>(s.bytes) / r.time_s / 1e9 : 0;
         const double busbw = algbw * busFactor(op, n);

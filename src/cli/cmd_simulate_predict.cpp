@@ -77,6 +77,8 @@ int simulatePredict(int argc, char** argv) {
   app.add_option("--oversubscription", base.oversubscription, "fat-tree: a leaf's node links over its uplinks")
       ->capture_default_str();
   app.add_option("--algo", po.algo, "allreduce algorithm: auto, recorded, ring, hd or hier")->capture_default_str();
+  app.add_flag("--ina", base.in_network_aggregation,
+               "in-network aggregation: the star's switch sums every allreduce (SwitchML-like; one rank per node)");
   app.add_option("--groups", po.groups,
                  "sub-group calls (AB-training): fixed (groups keep their size) or proportional (as many groups)")
       ->capture_default_str();
@@ -107,7 +109,8 @@ int simulatePredict(int argc, char** argv) {
   work.compute_s /= po.compute_speedup, work.codec_s /= po.compute_speedup;
   std::printf("# %s: rank 0 of %zu, %zu steps from step %d; %s, %s links, %.1f us per link, algo %s, compute / %g\n",
               timeline.c_str(), recorded.size(), recorded[0].measured_step_s.size(), ro.first_step,
-              base.topology.c_str(), rate.c_str(), latency_us, po.algo.c_str(), po.compute_speedup);
+              base.topology.c_str(), rate.c_str(), latency_us,
+              base.in_network_aggregation ? "ina (the switch sums)" : po.algo.c_str(), po.compute_speedup);
   std::printf("# %6s %6s %10s %12s %10s %10s %12s %10s %12s %12s %8s\n", "nodes", "ranks", "step ms", "samples/s",
               "compute", "codec", "exposed comm", "sent MB", "inter-node", "cross-leaf", "sim s");
   nlohmann::json rows = nlohmann::json::array();
@@ -122,6 +125,7 @@ int simulatePredict(int argc, char** argv) {
     const double steps = std::max(1, r.steps);
     rows.push_back({{"topology", p.topology}, {"nodes", n}, {"ppn", p.ppn}, {"ranks", r.ranks}, {"rate", rate},
                     {"oversubscription", p.topology == "fat-tree" ? p.oversubscription : 1}, {"compute_speedup", po.compute_speedup},
+                    {"ina", p.in_network_aggregation},
                     {"predicted_step_s", step_s}, {"samples_per_s", samples},
                     {"compute_s", work.compute_s}, {"codec_s", work.codec_s}, {"exposed_comm_s", exposed},
                     {"bytes_sent_per_rank", mean(r.bytes_sent) / steps},

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "engine.h"
+#include "ina.h"
 #include "isolated.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/algorithms.h"
@@ -74,6 +75,8 @@ CollectiveResult runSimulation(const PlatformSpec& p, const CollectiveSpec& s) {
   std::vector<sg4::Host*> host_of(n);
   for (int r = 0; r < n; ++r) host_of[r] = plat.hosts[node_of[r]];
   SimNetwork net(host_of, node_of, p);
+  std::unique_ptr<InaFabric> ina;
+  if (p.in_network_aggregation) net.ina = (ina = std::make_unique<InaFabric>(net, plat.switch_host, p)).get();
   // Every rank's buffers: never read or written (the executor moves no data), so all ranks share
   // one allocation that the kernel never backs with memory.
   std::unique_ptr<char[]> buf(new char[std::max<size_t>(s.bytes, 1)]);
@@ -83,11 +86,13 @@ CollectiveResult runSimulation(const PlatformSpec& p, const CollectiveSpec& s) {
   CollectiveResult res;
   res.finish_s.assign(n, 0);
   std::string error;
+  int finished = 0;
   for (int r = 0; r < n; ++r) {
     sg4::Actor::create("rank" + std::to_string(r), plat.hosts[node_of[r]], [&, r] {
       try {
         SimExchange ex(net, r, 1);
         runCall(ex, comm::Group::world(r, n), call, p.ppn, buf.get(), out.get(), scratch);
+        ++finished;
       } catch (const std::exception& e) {
         if (error.empty()) error = "rank " + std::to_string(r) + ": " + e.what();
       }
@@ -96,6 +101,9 @@ CollectiveResult runSimulation(const PlatformSpec& p, const CollectiveSpec& s) {
   }
   plat.engine->run();
   if (!error.empty()) throw Error("simulate: " + error);
+  if (finished != n)
+    throw Error("simulate: the simulation stopped with " + std::to_string(n - finished) +
+                " ranks waiting for messages that never come (a deadlock)");
   res.time_s = *std::max_element(res.finish_s.begin(), res.finish_s.end());
   res.bytes_sent = net.sent;
   res.bytes_recv = net.recv;

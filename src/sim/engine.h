@@ -14,6 +14,7 @@ namespace lowcomm::sim {
 struct SimPlatform {
   std::unique_ptr<simgrid::s4u::Engine> engine;
   std::vector<simgrid::s4u::Host*> hosts;  // one per node
+  simgrid::s4u::Host* switch_host = nullptr;  // in-network aggregation only
 };
 
 // Network model: max-min fair sharing of every link (SimGrid's CM02 without cross-traffic),

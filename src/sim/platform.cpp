@@ -64,6 +64,13 @@ void validate(const PlatformSpec& p) {
   if (p.link_latency_s < 0 || p.loopback_latency_s < 0) bad("latency", "must not be negative");
   if (!(p.notice_bytes >= 0)) bad("notice_bytes", "must not be negative");
   if (!(p.message_overhead_s >= 0)) bad("message_overhead_s", "must not be negative");
+  if (p.in_network_aggregation) {
+    if (p.topology != "star")
+      bad("in_network_aggregation", "is simulated on a star (one switch, SwitchML's rack), not on '" + p.topology + "'");
+    if (p.ppn != 1) bad("in_network_aggregation", "is simulated with one rank per node (platform.ppn 1), not " + std::to_string(p.ppn));
+    if (p.ina_chunk_bytes == 0) bad("ina_chunk_bytes", "must be positive");
+    if (p.ina_window < 1) bad("ina_window", "must be at least 1");
+  }
 }
 
 namespace {
@@ -139,6 +146,14 @@ SimPlatform buildPlatform(const PlatformSpec& p) {
     loop->set_latency(p.loopback_latency_s);
     zone->add_route(host->get_netpoint(), host->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(loop)}, false);
     out.hosts.push_back(host);
+  }
+  if (p.in_network_aggregation) {
+    // The switch as a host: its fabric carries every port's rate at once, so only the nodes' own
+    // links limit the aggregation; a node reaches it over its link (latency included).
+    out.switch_host = zone->create_host("switch", p.reduce_Bps);
+    auto* fabric = zone->create_split_duplex_link("switch-fabric", p.nodes * p.link_Bps * p.bandwidth_factor);
+    zone->add_route(out.switch_host->get_netpoint(), nullptr, nullptr, nullptr,
+                    {sg4::LinkInRoute(fabric, sg4::LinkInRoute::Direction::UP)}, true);
   }
   zone->seal();
   return out;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "engine.h"
+#include "ina.h"
 #include "isolated.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/dtype.h"
@@ -64,7 +65,7 @@ std::string groupKey(const CallSpec& c) {
 bool coarsens(const Shared& sh, const CallSpec& c) {
   const int n = sh.net.world();
   return sh.coarse.max_ring > 1 && n > sh.coarse.max_ring && c.ranks.empty() &&
-         (c.op == "allgatherv" || (c.op == "allreduce" && c.algo == comm::Algo::ring));
+         (c.op == "allgatherv" || (c.op == "allreduce" && c.algo == comm::Algo::ring && !sh.net.ina));
 }
 
 // Runs `c` on `rank` (its group's or the world's) and returns the bytes and messages it sent;
@@ -188,14 +189,18 @@ nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& 
     host_of[r] = plat.hosts[node_of[r]];
   }
   SimNetwork net(host_of, node_of, p);
+  std::unique_ptr<InaFabric> ina;
+  if (p.in_network_aggregation) net.ina = (ina = std::make_unique<InaFabric>(net, plat.switch_host, p)).get();
   Shared sh{p, programs, net, std::vector<RankState>(n), nullptr, nullptr, {}, {}, coarse, {}, {}, 0, 0};
   // Never read or written (no data moves), so the kernel never backs them with memory.
   const uint64_t bytes = maxBytes(programs);
   sh.buf.reset(new char[bytes]);
   sh.out.reset(new char[bytes]);
-  auto guarded = [&sh](int r, const char* what, auto&& f) {
+  int finished = 0;  // actors that ran to their end
+  auto guarded = [&sh, &finished](int r, const char* what, auto&& f) {
     try {
       f();
+      ++finished;
     } catch (const std::exception& e) {
       if (sh.error.empty()) sh.error = "rank " + std::to_string(r) + " (" + what + "): " + e.what();
     }
@@ -208,6 +213,9 @@ nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& 
   }
   plat.engine->run();
   if (!sh.error.empty()) throw Error("simulate replay: " + sh.error);
+  if (finished != 2 * n)
+    throw Error("simulate replay: the simulation stopped with " + std::to_string(2 * n - finished) +
+                " of the ranks' threads waiting for messages that never come (a deadlock)");
   nlohmann::json steps = nlohmann::json::array();
   nlohmann::json cycles = nlohmann::json::array();
   for (const auto& st : sh.state) {

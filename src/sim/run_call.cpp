@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "ina.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/algorithms.h"
 
@@ -30,13 +31,21 @@ void allreduce(comm::Exchange& ex, const comm::Group& g, const CallSpec& c, int 
   }
 }
 
+bool spansNodes(SimNetwork& net, const comm::Group& g) {
+  for (int r : g.ranks)
+    if (!net.sameNode(r, g.ranks.front())) return true;
+  return false;
+}
+
 }  // namespace
 
-void runCall(comm::Exchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf, char* out,
+void runCall(SimExchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf, char* out,
              comm::Scratch& scratch) {
   const size_t es = comm::dtypeSize(c.dtype);
   const int n = g.size();
-  if (c.op == "allreduce") {
+  if (c.op == "allreduce" && ex.network().ina && spansNodes(ex.network(), g)) {
+    ex.network().ina->allreduce(ex.rank(), g.ranks, c.bytes, ex.seq());
+  } else if (c.op == "allreduce") {
     allreduce(ex, g, c, default_group, buf, scratch);
   } else if (c.op == "allgatherv") {
     std::vector<size_t> off(n + 1, 0);

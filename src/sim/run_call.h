@@ -5,12 +5,14 @@
 
 #include "lowcomm/comm/exchange.h"
 #include "lowcomm/sim/replay.h"
+#include "sim_exchange.h"
 
 namespace lowcomm::sim {
 
 // `buf` and `out` hold at least c.bytes; `default_group` is hier's group size when c.group_size
-// is 0 (ranks per node). Waits for every message of the call.
-void runCall(comm::Exchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf, char* out,
+// is 0 (ranks per node). Waits for every message of the call. On a platform with in-network
+// aggregation an allreduce over ranks of more than one node goes through the switch instead.
+void runCall(SimExchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf, char* out,
              comm::Scratch& scratch);
 
 }  // namespace lowcomm::sim

@@ -17,6 +17,8 @@
 
 namespace lowcomm::sim {
 
+class InaFabric;
+
 // What all ranks of one simulation share: the mailboxes, the per-pair send queues and the
 // per-rank counters. Actors run one at a time (SimGrid's contexts), so the queues need no lock;
 // a pair's sender sleeps on a semaphore counting the events that may have made a message ready.
@@ -51,6 +53,7 @@ class SimNetwork {
   std::vector<uint64_t> inter_node_sent;  // per rank: sent to a rank of another node
   std::vector<uint64_t> inter_leaf_sent;  // per rank: sent to a rank under another leaf switch (fat-tree)
   uint64_t inter_node = 0;
+  InaFabric* ina = nullptr;  // the switch that sums allreduces (ina.h), when the platform has one
 
  private:
   struct Pending {
@@ -88,6 +91,8 @@ class SimExchange final : public comm::Exchange {
   // What this call's isends sent so far, counted or not.
   uint64_t bytesSent() const { return bytes_sent_; }
   uint64_t messagesSent() const { return messages_sent_; }
+  SimNetwork& network() { return net_; }
+  int rank() const { return rank_; }
 
   int isend(int peer, const void* ptr, size_t bytes, uint64_t slot) override;
   int irecv(int peer, void* ptr, size_t bytes, uint64_t slot) override;

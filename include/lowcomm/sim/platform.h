@@ -8,8 +8,11 @@
 //   than leaf_size: one leaf.
 // - "torus": a 2-D torus of the squarest X x Y = nodes, each host routing to its 4 neighbours.
 // Every link runs at link_Bps x bandwidth_factor with link_latency_s, split duplex.
+// In-network aggregation (star, one rank per node): the switch sums allreduce packets, SwitchML-
+// like; every allreduce over ranks of more than one node then goes through it (src/sim/ina.h).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace lowcomm::sim {
@@ -35,6 +38,11 @@ struct PlatformSpec {
   // message: system calls, Gloo's event loop, scheduling when the cores are oversubscribed).
   // Calibrated from a training run's timeline (simulate calibrate --timeline).
   double message_overhead_s = 0;
+  // In-network aggregation: the unit the switch sums (coarser for buffers over 64 of them) and
+  // how many of a rank's chunks may await their sum (the switch's slot pool).
+  bool in_network_aggregation = false;
+  uint64_t ina_chunk_bytes = 256 << 10;
+  int ina_window = 4;
 
   int world() const { return nodes * ppn; }
   int nodeOf(int rank) const { return rank / ppn; }  // ranks fill one node after another

@@ -1,0 +1,105 @@
+// In-network aggregation (src/sim/ina.cpp): on a star whose switch sums, an allreduce sends the
+// buffer once up and once down each rank's link at the same time, so it takes about bytes / link
+// rate at any world size (the ring: 2 (n - 1) / n of that), every rank sends the buffer once, in
+// chunks; a training step's calls (one after another on one group, over both threads) all go
+// through it; only a star with one rank per node has a switch that sums.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/sim/collectives.h"
+#include "lowcomm/sim/predict.h"
+#include "lowcomm/sim/replay.h"
+#include "timeline_fixture.h"
+
+using namespace lowcomm;
+using namespace lowcomm::sim;
+
+namespace {
+
+PlatformSpec star(int nodes, bool ina) {
+  PlatformSpec p;
+  p.nodes = nodes;
+  p.link_Bps = 10e9 / 8;
+  p.link_latency_s = 2e-6;
+  p.reduce_Bps = 1e15;  // reductions free: only the network counts
+  p.notice_bytes = 0;
+  p.in_network_aggregation = ina;
+  return p;
+}
+
+CollectiveSpec allreduce(size_t bytes) {
+  CollectiveSpec s;
+  s.bytes = bytes;
+  return s;
+}
+
+}  // namespace
+
+TEST(SimIna, AnAllreduceTakesTheBufferOverOneLinkAtAnyWorldSize) {
+  const size_t bytes = 16 << 20;
+  for (int n : {2, 4, 16}) {
+    const auto p = star(n, true);
+    const auto r = simulateCollective(p, allreduce(bytes));
+    const double wire = bytes / p.link_Bps;
+    // Up and down overlap; the pipeline fill (a window of 4 chunks of 256 KiB, 1/16 of the
+    // buffer) and the latencies come on top.
+    EXPECT_GT(r.time_s, wire) << n;
+    EXPECT_LT(r.time_s, wire * (1 + 1.0 / 16) + 0.001) << n;
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(r.bytes_sent[i], bytes) << n;
+      EXPECT_EQ(r.bytes_recv[i], bytes) << n;
+      EXPECT_EQ(r.messages_sent[i], 64u) << n;  // 256 KiB chunks
+    }
+    EXPECT_EQ(r.inter_node_bytes, n * bytes);
+    const auto ring = simulateCollective(star(n, false), allreduce(bytes));
+    EXPECT_GT(ring.time_s / r.time_s, 2.0 * (n - 1) / n * 0.9) << n << " nodes: ring " << ring.time_s;
+  }
+}
+
+TEST(SimIna, BigBuffersGoInAtMost64Chunks) {
+  const auto r = simulateCollective(star(4, true), allreduce(64 << 20));
+  EXPECT_EQ(r.messages_sent[0], 64u);  // 1 MiB chunks
+  EXPECT_EQ(r.bytes_sent[0], 64u << 20);
+  const auto small = simulateCollective(star(4, true), allreduce(1000));
+  EXPECT_EQ(small.messages_sent[0], 1u);
+}
+
+TEST(SimIna, EveryAllreduceOfATrainingStepGoesThroughTheSwitch) {
+  // The 2 steps of a 2-rank DDP timeline (a bucket's allreduce each, on the communication
+  // thread), predicted on 8 nodes with and without the switch: one group's calls in a row.
+  const auto path = fixture::tempPath("ina_ddp");
+  fixture::writeTrace(path, fixture::ddpSteps(2, 8 << 20, 10.0));
+  const auto progs = readTimeline(path, {});
+  std::remove(path.c_str());
+  const auto ring = star(8, false), ina = star(8, true);
+  const auto r_ring = replay(ring, extrapolate(progs[0], 2, ring, {"ring"}));
+  const auto r_ina = replay(ina, extrapolate(progs[0], 2, ina, {"ring"}));
+  EXPECT_EQ(r_ina.calls, r_ring.calls);
+  // The ring sends 2 (n - 1) / n of each allreduce per rank, the switch's ranks the buffer once.
+  EXPECT_NEAR(static_cast<double>(r_ina.bytes_sent[3]) / r_ring.bytes_sent[3], 8.0 / (2 * 7), 0.01);
+  // The bucket is ready 10 ms before backward ends: the ring's 8 MiB at 10 Gbit/s over 8 ranks
+  // (11.7 ms) sticks out, the switch's (6.7 ms) hides behind the 35 ms of compute.
+  EXPECT_GT(r_ring.predicted_step_s, 0.0355);
+  EXPECT_NEAR(r_ina.predicted_step_s, 0.035, 1e-4);
+}
+
+TEST(SimIna, OnlyAStarWithOneRankPerNodeSums) {
+  auto p = star(4, true);
+  p.topology = "fat-tree";
+  p.leaf_size = 4;
+  try {
+    validate(p);
+    ADD_FAILURE() << "a fat-tree with in-network aggregation was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("in_network_aggregation"), std::string::npos) << e.what();
+  }
+  p = star(4, true);
+  p.ppn = 2;
+  EXPECT_THROW(validate(p), ConfigError);
+  p = star(4, true);
+  p.ina_window = 0;
+  EXPECT_THROW(validate(p), ConfigError);
+}
