@@ -6,8 +6,8 @@
 # SVD taken of the gathered weight, one factor split over tp) follow the 2-process run without a
 # grid (same seed, same global batch of 4 sequences): every evaluation's test loss within 1e-4
 # relative, the final model_state.pt within 1e-5, the same AB events at the same steps, the same
-# truncation ranks of every layer and the same whole-model size fractions (gathered over the stages). A resumed
-# grid run (from a checkpoint taken in the ab phase) ends bit-identical to the uninterrupted one.
+# truncation ranks of every layer and the same whole-model size fractions (gathered over the stages). Resumed
+# (dp, pp) and (dp, tp) runs (from a checkpoint taken in the ab phase) end bit-identical to the uninterrupted ones.
 set -euo pipefail
 LOWCOMM=$1
 tmp=$(mktemp -d)
@@ -31,6 +31,11 @@ mkdir -p "$tmp/run_dp2pp2r/checkpoints"
 cp "$tmp"/run_dp2pp2/checkpoints/step12.rank*.pt "$tmp/run_dp2pp2r/checkpoints/"
 echo 12 > "$tmp/run_dp2pp2r/checkpoints/latest"
 run dp2pp2r 4 --set data.batch_size=1 --set parallel.pp=2 --set parallel.micro_batches=2 --resume
+# And the (dp, tp) = (2, 2) run from its step-12 checkpoint (each rank's part of the split factors).
+mkdir -p "$tmp/run_dp2tp2r/checkpoints"
+cp "$tmp"/run_dp2tp2/checkpoints/step12.rank*.pt "$tmp/run_dp2tp2r/checkpoints/"
+echo 12 > "$tmp/run_dp2tp2r/checkpoints/latest"
+run dp2tp2r 4 --set data.batch_size=1 --set parallel.tp=2 --resume
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys, torch
 tmp = sys.argv[1]
@@ -72,8 +77,10 @@ w_full, g_full = state("dp2_full"), state("dp2tp2_full")
 d = max((g_full[k] - w_full[k]).abs().max().item() for k in w_full)
 print(f"dp2tp2 with sync_mode full: worst test-loss deviation {worst:.2e}, max |weight difference| {d:.2e}")
 assert sorted(got) == sorted(want_full) and worst < 1e-4 and d < 5e-5, (worst, d)
-r, u = state("dp2pp2r"), state("dp2pp2")
-assert all(torch.equal(r[k], u[k]) for k in u), "the resumed AB grid run is not bit-identical"
-print("ok: AB-training on (dp 2, pp 2) follows the 2-process run; resume in the ab phase is exact")
+for g in ("dp2pp2", "dp2tp2"):
+    r, u = state(g + "r"), state(g)
+    assert sorted(r) == sorted(u) and all(torch.equal(r[k], u[k]) for k in u), f"the resumed AB run on {g} is not bit-identical"
+    assert evals(g + "r") == {s: l for s, l in evals(g).items() if s > 12}, g
+print("ok: AB-training on (dp 2, pp 2) and (dp 2, tp 2) follows the 2-process run; resume in the ab phase is exact on both")
 PY
 echo "ab_grid_e2e: passed"
