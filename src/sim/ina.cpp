@@ -70,7 +70,7 @@ void InaFabric::allreduce(int rank, const std::vector<int>& members, uint64_t by
   const std::shared_ptr<Call> call = slot;  // the switch drops it once done, maybe before this rank returns
   auto* up = upBox(seq);
   if (first) {
-    // A permanent receiver: the members' chunks flow as soon as they are sent, all at once.
+    // A permanent receiver: every member's stream flows as soon as it is sent, the members' at once.
     up->set_receiver(sg4::Actor::create("ina-switch", switch_, [this, call] { serve(call); }));
   }
   auto* down = downBox(rank, seq);
