@@ -6,6 +6,7 @@
 #include "flat_state.h"
 #include "timed_comm.h"
 #include "lowcomm/parallel/gossip.h"
+#include "lowcomm/parallel/sharded_model.h"
 
 namespace lowcomm::parallel {
 
@@ -24,7 +25,7 @@ namespace {
 class GossipStrategy : public Strategy {
  public:
   GossipStrategy(const StrategyContext& ctx, const GossipOptions& o)
-      : model_(ctx.model), o_(o), trace_(ctx.trace), state_(*ctx.model) {
+      : model_(ctx.model), o_(o), trace_(ctx.trace), shard_(ctx.shard), state_(*ctx.model) {
     validateGossipOptions(o_, ctx.world->size());
     comm_ = ctx.world->split(0, ctx.world->rank());
     broadcastModel(*comm_, *model_);
@@ -32,6 +33,8 @@ class GossipStrategy : public Strategy {
     mine_ = torch::zeros({n}, torch::kFloat32);
     a_ = torch::zeros({n}, torch::kFloat32);
     b_ = torch::zeros({n}, torch::kFloat32);
+    if (shard_)  // FlatState's order: the parameters, then the f32 buffers (never split)
+      for (const auto& p : model_->named_parameters()) split_.emplace_back(p.value().numel(), shard_->sharded(p.key()));
   }
 
   std::string beginStep(int64_t) override { return "local"; }
@@ -120,18 +123,34 @@ class GossipStrategy : public Strategy {
     state_.unpack(mine_);
   }
 
+  // On a model-parallel grid over the whole model: each rank's part over the dp axis, then the
+  // parts over tp and pp (parameters replicated on the tp ranks counted once).
   void measureConsensus() {
     state_.pack(mine_);
     a_.copy_(mine_);
     comm_->allreduce(a_.data_ptr<float>(), a_.numel(), comm::DType::f32, comm::ReduceOp::avg);
-    double sq = (mine_ - a_).pow(2).sum().item<double>();
-    comm_->allreduce(&sq, 1, comm::DType::f64, comm::ReduceOp::sum);
-    consensus_ = std::sqrt(sq / comm_->size());
+    const torch::Tensor d = (mine_ - a_).pow(2);
+    double sq[2] = {0, 0};  // over parameters split over tp, replicated on every tp rank
+    if (!shard_) {
+      sq[0] = d.sum().item<double>();
+    } else {
+      int64_t off = 0;
+      for (const auto& [numel, split] : split_) {
+        sq[split ? 0 : 1] += d.narrow(0, off, numel).sum().item<double>();
+        off += numel;
+      }
+      sq[1] += d.narrow(0, off, d.numel() - off).sum().item<double>();
+    }
+    comm_->allreduce(sq, 2, comm::DType::f64, comm::ReduceOp::sum);
+    const double total = shard_ ? shard_->reduceSquaredNorm(sq[0], sq[1]) : sq[0];
+    consensus_ = std::sqrt(total / comm_->size());
   }
 
   std::shared_ptr<nn::Model> model_;
   GossipOptions o_;
   Trace* trace_;
+  ShardedModel* shard_;                          // a model-parallel grid's model; null otherwise
+  std::vector<std::pair<int64_t, bool>> split_;  // with shard_: each parameter's size, split over tp
   std::shared_ptr<comm::Communicator> comm_;
   FlatState state_;
   torch::Tensor mine_, a_, b_;

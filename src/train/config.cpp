@@ -4,7 +4,6 @@
 #include <cmath>
 #include <functional>
 #include <map>
-#include <set>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -335,8 +334,9 @@ void validateAb(const TrainConfig& c, const std::string& where) {
   if (!(a.low_rank_cutoff >= 0 && a.low_rank_cutoff < 1)) bad(where, "ab.low_rank_cutoff", "must be in [0, 1)");
 }
 
-// What runs on a model-parallel grid so far: the gpt model, and on the data-parallel axis DDP (any
-// codec, ZeRO), AB-training, local SGD or DiLoCo (each averages its rank's shard over the dp axis).
+// What runs on a model-parallel grid: the gpt model, and on the data-parallel axis every strategy
+// (DDP with any codec or ZeRO, AB-training, local SGD, DiLoCo, gossip, SSP: each moves its rank's
+// shard over the dp axis).
 void validateParallel(const TrainConfig& c, const std::string& where) {
   const auto& p = c.parallel;
   if (p.tp < 1 || p.tp > 4096) bad(where, "parallel.tp", "must be in [1, 4096]");
@@ -354,10 +354,6 @@ void validateParallel(const TrainConfig& c, const std::string& where) {
   const std::string key = p.tp > 1 ? "parallel.tp" : "parallel.pp";
   if (c.model.name != "gpt")
     bad(where, key, "splits the layers of model.name = \"gpt\"; \"" + c.model.name + "\" runs with parallel.tp = parallel.pp = 1");
-  static const std::set<std::string> on_grid = {"ddp", "ab", "local_sgd", "diloco"};
-  if (!on_grid.count(c.strategy.name))
-    bad(where, key, "runs with strategy.name = \"ddp\" (any codec, or strategy.zero), \"ab\", \"local_sgd\" or "
-                    "\"diloco\" on the data-parallel axis; \"" + c.strategy.name + "\" on a model-parallel grid is not built yet");
 }
 
 void validate(const TrainConfig& c, const std::string& where) {

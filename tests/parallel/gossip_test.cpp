@@ -1,7 +1,9 @@
 // Gossip mixing on ranks as threads (real Gloo pairs): every rank's mlp filled with its rank
 // number, one mixing, and the values checked against the mixing matrix by hand; the consensus
 // distance against its formula; odd rings finish (no cycle of blocking sends); the exponential
-// graph's second mixing uses the next power of two; a bad topology is a ConfigError.
+// graph's second mixing uses the next power of two; a bad topology is a ConfigError; on a
+// tensor-parallel grid (dp 4 x tp 2, the real sharded gpt) the consensus distance is the whole
+// model's, equal to the one measured on the unsplit model.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -11,6 +13,8 @@
 #include "lowcomm/base/error.h"
 #include "lowcomm/nn/models.h"
 #include "lowcomm/parallel/gossip.h"
+#include "lowcomm/parallel/sharded_model.h"
+#include "train/rank_threads.h"
 
 using namespace lowcomm;
 using namespace lowcomm::parallel;
@@ -97,6 +101,54 @@ TEST(Gossip, PeriodSkipsSteps) {
   mixOnce(rs, 1);
   mixOnce(rs, 2);  // step 3: mix
   for (int r = 0; r < 2; ++r) expectEverywhere(*rs.models[r], 0.5);
+}
+
+// dp rank d adds d to every parameter of the same gpt, then one ring mixing over 4 dp ranks: the
+// consensus distance with each rank holding a tensor-parallel half (parameters split over tp 2,
+// LayerNorms and biases of row-parallel layers replicated) equals the unsplit model's.
+TEST(Gossip, ConsensusOnATensorParallelGridIsTheWholeModels) {
+  nn::ModelSpec spec;
+  spec.name = "gpt";
+  spec.classes = 16;
+  spec.layers = 2;
+  spec.dim = 16;
+  spec.heads = 4;
+  spec.seq_len = 8;
+  torch::manual_seed(3);
+  const auto full = nn::makeModel(spec);
+  GossipOptions o;
+  o.consensus_every = 1;
+  auto run = [&](int tp_size) {
+    std::vector<double> got(4 * tp_size, -1);
+    const auto errors = test::onRankThreads(4 * tp_size, [&](int rank, std::shared_ptr<comm::Communicator> world) {
+      const int d = rank / tp_size, t = rank % tp_size;
+      auto tp = world->split(d, t);
+      auto dp = world->split(t, d);
+      std::shared_ptr<ShardedModel> shard = makeShardedModel(*full, tp);
+      StrategyContext ctx{dp, shard, nullptr, {}, nullptr, nullptr};
+      ctx.shard = shard.get();
+      ctx.tensor = tp;
+      auto gossip = makeGossipStrategy(ctx, o);
+      {
+        torch::NoGradGuard no_grad;
+        for (auto& p : shard->parameters()) p.add_(static_cast<float>(d));
+      }
+      gossip->afterOptimizerStep(0);
+      got[rank] = gossip->stepFields()["consensus_distance"].get<double>();
+    });
+    for (const auto& e : errors) EXPECT_EQ(e, "");
+    return got;
+  };
+  const auto whole = run(1), split = run(2);
+  // After the mixing rank d holds x + (d-1 + d + d+1)/3 (mod 4) offsets: 4/3, 1, 2, 5/3 around
+  // a mean of 1.5, so the distance is sqrt(mean of squared offsets x parameter count).
+  double sq = 0;
+  for (double w : {4 / 3.0, 1.0, 2.0, 5 / 3.0}) sq += (w - 1.5) * (w - 1.5);
+  int64_t n = 0;
+  for (const auto& p : full->parameters()) n += p.numel();
+  const double expected = std::sqrt(sq / 4 * static_cast<double>(n));
+  for (double c : whole) EXPECT_NEAR(c, expected, 1e-4 * expected);
+  for (double c : split) EXPECT_NEAR(c, expected, 1e-4 * expected);
 }
 
 TEST(Gossip, BadOptionsNameTheKey) {
