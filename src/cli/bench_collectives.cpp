@@ -264,7 +264,7 @@ int benchCollectives(int argc, char** argv) {
       ->check(CLI::Range(1, 65536));
   app.add_option("--sizes", sizes, "LO:HI (powers of two) or a list, e.g. 4B:256MiB or 4B,64MiB")->capture_default_str();
   app.add_option("--ops", ops, "allreduce,allgather,broadcast,reduce_scatter,alltoall")->capture_default_str();
-  app.add_option("--algos", algos, "allreduce algorithms: auto,ring,hd,hier,ordered,shm (shm only when all ranks share the host)")->capture_default_str();
+  app.add_option("--algos", algos, "allreduce algorithms: auto,ring,hd,hier,rails,ordered,shm (shm only when all ranks share the host)")->capture_default_str();
   app.add_option("--dtype", dtype, "f32, f64, f16, bf16, i32, i64, u8 (baseline only for f32)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "untimed calls per case")->capture_default_str();
   app.add_option("--iters", o.max_iters, "at most this many timed calls per case")->capture_default_str();
@@ -277,7 +277,7 @@ int benchCollectives(int argc, char** argv) {
   app.add_option("--json", o.json, "write all rows to this JSON file (rank 0)");
   app.add_option("--iface", o.iface, "network interface to bind (else GLOO_SOCKET_IFNAME, else hostname)");
   app.add_option("--address", o.address, "address to bind");
-  app.add_option("--group-size", o.group_size, "ranks per group for hier (0 = LOCAL_WORLD_SIZE)")->capture_default_str();
+  app.add_option("--group-size", o.group_size, "ranks per group for hier and rails (0 = LOCAL_WORLD_SIZE)")->capture_default_str();
   app.add_option("--shm", shm, "shared memory for allreduce among local ranks: auto, on, off")->capture_default_str();
   app.add_option("--shm-piece", o.shm_piece_bytes, "shared-memory pipelining unit, bytes")->capture_default_str();
   app.add_option("--segment", o.segment_bytes, "pipelining segment of ring/tree algorithms, bytes")->capture_default_str();

@@ -41,17 +41,21 @@ int simulateCollectives(int argc, char** argv) {
   double latency_us = p.link_latency_s * 1e6, reduce_gbps = p.reduce_Bps / 1e9, loopback_gbps = p.loopback_Bps / 1e9;
   size_t segment = 1 << 20;
   int group_size = 0;
+  std::string topology = "star";
   CLI::App app{"Simulate collectives on a modelled cluster (SimGrid): the same algorithm code as the communicator"};
   app.add_option("--setting", setting, "NODESxPROCS@RATE, as bench/e2e: 4x1@100mbit, 2x2@1gbit")->capture_default_str();
   app.add_option("--sizes", sizes, "LO:HI (powers of two) or a list, e.g. 4B:256MiB or 4B,64MiB")->capture_default_str();
   app.add_option("--ops", ops, "allreduce,allgather,broadcast,reduce_scatter,alltoall,barrier")->capture_default_str();
   app.add_option("--algos", algos,
-                 "allreduce algorithms: ring,hd,hier,ordered, and ina (in-network aggregation: the star's switch "
+                 "allreduce algorithms: ring,hd,hier,rails,ordered, and ina (in-network aggregation: the star's switch "
                  "sums, one rank per node)")
+      ->capture_default_str();
+  app.add_option("--topology", topology,
+                 "star (the emulated cluster's), or rail (rail-optimised: a NIC per rank on rail switch = local rank)")
       ->capture_default_str();
   app.add_option("--dtype", dtype, "element type")->capture_default_str();
   app.add_option("--segment", segment, "pipelining segment of ring/tree algorithms, bytes")->capture_default_str();
-  app.add_option("--group-size", group_size, "ranks per group for hier (0 = processes per node)")->capture_default_str();
+  app.add_option("--group-size", group_size, "ranks per group for hier and rails (0 = processes per node)")->capture_default_str();
   app.add_option("--latency-us", latency_us, "latency of each link (a route between hosts crosses two)")
       ->capture_default_str();
   app.add_option("--bandwidth-factor", p.bandwidth_factor, "achieved / nominal link rate")->capture_default_str();
@@ -74,13 +78,17 @@ int simulateCollectives(int argc, char** argv) {
   p.nodes = parsed.nodes;
   p.ppn = parsed.ppn;
   p.link_Bps = parsed.link_Bps;
+  if (topology != "star" && topology != "rail")
+    throw ConfigError("--topology '" + topology + "': simulate collectives runs on star or rail (fat-tree and torus: "
+                      "simulate predict)");
+  p.topology = topology;
   sim::validate(p);
   const auto dt = comm::parseDType(dtype);
   const size_t es = comm::dtypeSize(dt);
   const int n = p.world();
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("# %s: %d nodes x %d processes, %.0f Mbit/s per link, %.0f us per link\n", setting.c_str(), p.nodes,
-              p.ppn, p.link_Bps * 8 / 1e6, latency_us);
+  std::printf("# %s: %d nodes x %d processes, %s, %.0f Mbit/s per link, %.0f us per link\n", setting.c_str(), p.nodes,
+              p.ppn, topology.c_str(), p.link_Bps * 8 / 1e6, latency_us);
   std::printf("#%11s %15s %9s %12s %9s %9s %14s\n", "size (B)", "op", "algo", "time_us", "algbw", "busbw",
               "inter-node B");
   for (const auto& op : splitList(ops)) {
@@ -106,7 +114,7 @@ int simulateCollectives(int argc, char** argv) {
         std::fflush(stdout);
         rows.push_back({{"op", op}, {"algo", algo}, {"backend", "simgrid"}, {"world", n}, {"dtype", comm::dtypeName(dt)},
                         {"bytes", s.bytes}, {"time_us", us}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
-                        {"wrong", 0}, {"setting", setting}, {"inter_node_bytes", r.inter_node_bytes},
+                        {"wrong", 0}, {"setting", setting}, {"topology", topology}, {"inter_node_bytes", r.inter_node_bytes},
                         {"bytes_sent", r.bytes_sent}});
         if (op == "barrier") break;
       }

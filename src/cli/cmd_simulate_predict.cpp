@@ -1,5 +1,5 @@
 // `lowcomm simulate predict`: a measured training run's step on a larger simulated cluster, for
-// one or several node counts (a sweep), on a star, two-level fat-tree or 2-D torus.
+// one or several node counts (a sweep), on a star, two-level fat-tree, 2-D torus or rails.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -67,7 +67,7 @@ int simulatePredict(int argc, char** argv) {
   sim::CoarseOptions coarse{128};
   CLI::App app{"Predict a measured training run's step on a larger simulated cluster"};
   app.add_option("--timeline", timeline, "Chrome trace written by lowcomm train --timeline (any world size)")->required();
-  app.add_option("--topology", base.topology, "star, fat-tree or torus")->capture_default_str();
+  app.add_option("--topology", base.topology, "star, fat-tree, torus or rail (rail-optimised: a NIC per rank on rail switch = local rank)")->capture_default_str();
   app.add_option("--nodes", nodes, "node counts to simulate, e.g. 4,16,64 (a sweep)")->capture_default_str();
   app.add_option("--ppn", base.ppn, "ranks per node")->capture_default_str();
   app.add_option("--rate", rate, "every link's rate, e.g. 25gbit, 100gbit")->capture_default_str();
@@ -76,7 +76,7 @@ int simulatePredict(int argc, char** argv) {
   app.add_option("--leaf-size", base.leaf_size, "fat-tree: nodes per leaf switch")->capture_default_str();
   app.add_option("--oversubscription", base.oversubscription, "fat-tree: a leaf's node links over its uplinks")
       ->capture_default_str();
-  app.add_option("--algo", po.algo, "allreduce algorithm: auto, recorded, ring, hd or hier")->capture_default_str();
+  app.add_option("--algo", po.algo, "allreduce algorithm: auto, recorded, ring, hd, hier or rails")->capture_default_str();
   app.add_flag("--ina", base.in_network_aggregation,
                "in-network aggregation: the star's switch sums every allreduce (SwitchML-like; one rank per node)");
   app.add_option("--groups", po.groups,

@@ -176,7 +176,7 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
   if (rec.on()) {
     rec.args["algo"] = algoName(a);
     rec.args["segment"] = std::to_string(opts_.segment_bytes);
-    if (a == Algo::hierarchical) rec.args["group_size"] = std::to_string(opts_.group_size);
+    if (a == Algo::hierarchical || a == Algo::rails) rec.args["group_size"] = std::to_string(opts_.group_size);
   }
   GlooExchange ex(*link_, *meter_, "allreduce", phase_, opts_.timeout, link_->nextSeq());
   const Group g = Group::world(rank_, size_);
@@ -184,6 +184,7 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
   switch (a) {
     case Algo::halving_doubling: allreduceHalvingDoubling(ex, g, p, count, dt, op, 0, link_->scratch()); break;
     case Algo::hierarchical: allreduceHierarchical(ex, g, opts_.group_size, p, count, dt, op, opts_.segment_bytes, link_->scratch()); break;
+    case Algo::rails: allreduceRails(ex, g, opts_.group_size, p, count, dt, op, opts_.segment_bytes, link_->scratch()); break;
     case Algo::shm: {
       const auto deadline = std::chrono::steady_clock::now() + opts_.timeout;
       try {

@@ -17,18 +17,19 @@ const char* algoName(Algo a) {
     case Algo::shm: return "shm";
     case Algo::tree: return "tree";
     case Algo::pairwise: return "pairwise";
+    case Algo::rails: return "rails";
   }
   return "?";
 }
 
 Algo parseAlgo(const std::string& s) {
   for (Algo a : {Algo::automatic, Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::ordered,
-                 Algo::shm, Algo::tree, Algo::pairwise})
+                 Algo::shm, Algo::tree, Algo::pairwise, Algo::rails})
     if (s == algoName(a)) return a;
   if (s == "halving_doubling" || s == "rabenseifner") return Algo::halving_doubling;
   if (s == "hierarchical") return Algo::hierarchical;
   if (s == "deterministic") return Algo::ordered;
-  throw ConfigError("unknown algorithm '" + s + "' (expected auto, ring, hd, hier, ordered or shm)");
+  throw ConfigError("unknown algorithm '" + s + "' (expected auto, ring, hd, hier, rails, ordered or shm)");
 }
 
 ShmMode parseShmMode(const std::string& s) {
@@ -59,7 +60,7 @@ Algo Communicator::chooseAllreduce(size_t bytes, Algo forced) const {
   if (forced == Algo::automatic) forced = opts_.allreduce_algo;
   if (forced != Algo::automatic) {
     if (forced != Algo::ring && forced != Algo::halving_doubling && forced != Algo::hierarchical &&
-        forced != Algo::ordered && forced != Algo::shm)
+        forced != Algo::rails && forced != Algo::ordered && forced != Algo::shm)
       throw ConfigError(std::string("algorithm '") + algoName(forced) + "' cannot run allreduce");
     if (forced == Algo::shm && !shm_ok)
       throw ConfigError(opts_.shm == ShmMode::off ? "algorithm 'shm' requested but shared memory is off"

@@ -15,7 +15,7 @@ namespace lowcomm::sim {
 namespace {
 
 bool simulated(const std::string& op, const std::string& algo) {
-  if (op == "allreduce") return algo == "ring" || algo == "hd" || algo == "hier" || algo == "ordered";
+  if (op == "allreduce") return algo == "ring" || algo == "hd" || algo == "hier" || algo == "rails" || algo == "ordered";
   if (op == "broadcast") return algo == "tree";
   if (op == "alltoall") return algo == "pairwise";
   return (op == "allgather" || op == "reduce_scatter") && algo == "ring";

@@ -19,7 +19,7 @@ namespace sg4 = simgrid::s4u;
 using comm::Algo;
 
 std::vector<std::string> simulatedAlgorithms(const std::string& op) {
-  if (op == "allreduce") return {"ring", "hd", "hier", "ordered"};
+  if (op == "allreduce") return {"ring", "hd", "hier", "rails", "ordered"};
   if (op == "allgather" || op == "reduce_scatter") return {"ring"};
   if (op == "broadcast") return {"tree"};
   if (op == "alltoall") return {"pairwise"};
@@ -36,10 +36,10 @@ void checkSpec(const PlatformSpec& p, const CollectiveSpec& s) {
   if (s.op == "allreduce") {
     const std::string a = comm::algoName(s.algo);
     if (std::find(algos.begin(), algos.end(), a) == algos.end())
-      throw ConfigError("simulate: allreduce algorithm '" + a + "' is not simulated (known: ring, hd, hier, ordered)");
+      throw ConfigError("simulate: allreduce algorithm '" + a + "' is not simulated (known: ring, hd, hier, rails, ordered)");
     const int group = s.group_size > 0 ? s.group_size : p.ppn;
-    if (s.algo == Algo::hierarchical && (group < 2 || group >= p.world() || p.world() % group != 0))
-      throw ConfigError("simulate: hier needs a group size that divides the world and is between 2 and world - 1 (group " +
+    if ((s.algo == Algo::hierarchical || s.algo == Algo::rails) && (group < 2 || group >= p.world() || p.world() % group != 0))
+      throw ConfigError("simulate: " + a + " needs a group size that divides the world and is between 2 and world - 1 (group " +
                         std::to_string(group) + ", world " + std::to_string(p.world()) + ")");
   }
   if (s.bytes % es != 0)
@@ -73,7 +73,7 @@ CollectiveResult runSimulation(const PlatformSpec& p, const CollectiveSpec& s) {
   std::vector<int> node_of(n);
   for (int r = 0; r < n; ++r) node_of[r] = p.nodeOf(r);
   std::vector<sg4::Host*> host_of(n);
-  for (int r = 0; r < n; ++r) host_of[r] = plat.hosts[node_of[r]];
+  for (int r = 0; r < n; ++r) host_of[r] = plat.hosts[r];
   SimNetwork net(host_of, node_of, p);
   std::unique_ptr<InaFabric> ina;
   if (p.in_network_aggregation) net.ina = (ina = std::make_unique<InaFabric>(net, plat.switch_host, p)).get();
@@ -88,7 +88,7 @@ CollectiveResult runSimulation(const PlatformSpec& p, const CollectiveSpec& s) {
   std::string error;
   int finished = 0;
   for (int r = 0; r < n; ++r) {
-    sg4::Actor::create("rank" + std::to_string(r), plat.hosts[node_of[r]], [&, r] {
+    sg4::Actor::create("rank" + std::to_string(r), plat.hosts[r], [&, r] {
       try {
         SimExchange ex(net, r, 1);
         runCall(ex, comm::Group::world(r, n), call, p.ppn, buf.get(), out.get(), scratch);

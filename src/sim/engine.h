@@ -13,7 +13,7 @@ namespace lowcomm::sim {
 
 struct SimPlatform {
   std::unique_ptr<simgrid::s4u::Engine> engine;
-  std::vector<simgrid::s4u::Host*> hosts;  // one per node
+  std::vector<simgrid::s4u::Host*> hosts;  // one per rank (the ranks of a node share its host but on "rail")
   simgrid::s4u::Host* switch_host = nullptr;  // in-network aggregation only
 };
 

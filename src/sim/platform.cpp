@@ -1,5 +1,6 @@
 #include <xbt/log.h>
 
+#include <algorithm>
 #include <cctype>
 #include <regex>
 #include <utility>
@@ -43,8 +44,8 @@ void validate(const PlatformSpec& p) {
   auto bad = [](const std::string& field, const std::string& why) {
     throw ConfigError("platform." + field + " " + why);
   };
-  if (p.topology != "star" && p.topology != "fat-tree" && p.topology != "torus")
-    bad("topology", "'" + p.topology + "' is not simulated (known: star, fat-tree, torus)");
+  if (p.topology != "star" && p.topology != "fat-tree" && p.topology != "torus" && p.topology != "rail")
+    bad("topology", "'" + p.topology + "' is not simulated (known: star, fat-tree, torus, rail)");
   if (p.topology == "fat-tree") {
     if (p.leaf_size < 1) bad("leaf_size", "must be at least 1");
     if (p.oversubscription < 1) bad("oversubscription", "must be at least 1");
@@ -112,6 +113,40 @@ void buildCluster(const PlatformSpec& p, SimPlatform& out) {
   zone->seal();
 }
 
+// Rail-optimised: one host per rank; routes by fewest links (SimGrid's Dijkstra zone, one search
+// per source, cached): a node's ranks through its memory (its bus and the unlimited way out: 2),
+// same rail through the rail switch (2 NIC links), another node on another rail through one
+// node's memory and the rail (4; equal routes: the first found), shorter than any spine route.
+void buildRail(const PlatformSpec& p, SimPlatform& out) {
+  auto* zone = sg4::create_dijkstra_zone("cluster", true);
+  const int cores = std::max(1, p.cores / p.ppn);
+  // SimGrid forbids empty routes: leaving a node's memory crosses this one unshared, unlimited link.
+  auto* out_of_memory = zone->create_link("memory-out", 1e18)->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE);
+  std::vector<simgrid::kernel::routing::NetPoint*> rails;
+  for (int j = 0; j < p.ppn; ++j) rails.push_back(zone->create_router("rail" + std::to_string(j)));
+  for (int n = 0; n < p.nodes; ++n) {
+    auto* memory = zone->create_router("memory" + std::to_string(n));
+    auto* bus = zone->create_link("membus" + std::to_string(n), p.loopback_Bps);
+    bus->set_latency(p.loopback_latency_s);
+    for (int j = 0; j < p.ppn; ++j) {
+      auto* host = zone->create_host("node" + std::to_string(n) + "." + std::to_string(j), p.reduce_Bps);
+      host->set_core_count(cores);
+      auto* nic = zone->create_split_duplex_link("nic" + std::to_string(n) + "." + std::to_string(j),
+                                                 p.link_Bps * p.bandwidth_factor);
+      nic->set_latency(p.link_latency_s);
+      zone->add_route(host->get_netpoint(), rails[j], nullptr, nullptr,
+                      {sg4::LinkInRoute(nic, sg4::LinkInRoute::Direction::UP)}, false);
+      zone->add_route(rails[j], host->get_netpoint(), nullptr, nullptr,
+                      {sg4::LinkInRoute(nic, sg4::LinkInRoute::Direction::DOWN)}, false);
+      // Into the node's memory costs its one shared link, out of it nothing more.
+      zone->add_route(host->get_netpoint(), memory, nullptr, nullptr, {sg4::LinkInRoute(bus)}, false);
+      zone->add_route(memory, host->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(out_of_memory)}, false);
+      out.hosts.push_back(host);
+    }
+  }
+  zone->seal();
+}
+
 }  // namespace
 
 SimPlatform buildPlatform(const PlatformSpec& p) {
@@ -128,8 +163,15 @@ SimPlatform buildPlatform(const PlatformSpec& p) {
   // No guard page below each actor's stack: one memory mapping per actor instead of two, so that
   // tens of thousands of actors (4096 ranks' connections) stay under vm.max_map_count.
   sg4::Engine::set_config("contexts/guard-size:0");
+  if (p.topology == "rail") {
+    buildRail(p, out);
+    return out;
+  }
   if (p.topology != "star") {
     buildCluster(p, out);
+    // One host per rank: the ranks of a node share it.
+    std::vector<sg4::Host*> per_node = std::move(out.hosts);
+    for (int r = 0; r < p.world(); ++r) out.hosts.push_back(per_node[p.nodeOf(r)]);
     return out;
   }
   auto* zone = sg4::create_star_zone("cluster");
@@ -145,7 +187,7 @@ SimPlatform buildPlatform(const PlatformSpec& p) {
     auto* loop = zone->create_link("loopback" + std::to_string(i), p.loopback_Bps);
     loop->set_latency(p.loopback_latency_s);
     zone->add_route(host->get_netpoint(), host->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(loop)}, false);
-    out.hosts.push_back(host);
+    for (int k = 0; k < p.ppn; ++k) out.hosts.push_back(host);
   }
   if (p.in_network_aggregation) {
     // The switch as a host: its fabric carries every port's rate at once, so only the nodes' own

@@ -19,8 +19,9 @@ comm::Algo allreduceAlgo(const CallSpec& c, int members, const PlatformSpec& p, 
   if (algo == "ring") return comm::Algo::ring;
   if (algo == "hd") return comm::Algo::halving_doubling;
   if (algo == "hier") return comm::Algo::hierarchical;
+  if (algo == "rails") return comm::Algo::rails;
   if (algo == "auto") return comm::autoAllreduce(c.bytes, members, p.ppn);
-  throw ConfigError("simulate predict: --algo '" + algo + "': expected auto, recorded, ring, hd or hier");
+  throw ConfigError("simulate predict: --algo '" + algo + "': expected auto, recorded, ring, hd, hier or rails");
 }
 
 // The size at the new world of the group a call of rank 0 ran over (0: the whole world). A group

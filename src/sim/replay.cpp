@@ -186,7 +186,7 @@ nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& 
   std::vector<sg4::Host*> host_of(n);
   for (int r = 0; r < n; ++r) {
     node_of[r] = p.nodeOf(r);
-    host_of[r] = plat.hosts[node_of[r]];
+    host_of[r] = plat.hosts[r];
   }
   SimNetwork net(host_of, node_of, p);
   std::unique_ptr<InaFabric> ina;

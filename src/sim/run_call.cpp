@@ -23,6 +23,10 @@ void allreduce(comm::Exchange& ex, const comm::Group& g, const CallSpec& c, int 
       comm::allreduceHierarchical(ex, g, c.group_size > 0 ? c.group_size : default_group, buf, count, c.dtype,
                                   comm::ReduceOp::sum, c.segment_bytes, scratch);
       break;
+    case Algo::rails:
+      comm::allreduceRails(ex, g, c.group_size > 0 ? c.group_size : default_group, buf, count, c.dtype,
+                           comm::ReduceOp::sum, c.segment_bytes, scratch);
+      break;
     case Algo::ordered:
       comm::allreduceOrdered(ex, g, buf, count, c.dtype, comm::ReduceOp::sum, c.segment_bytes, scratch);
       break;

@@ -25,7 +25,7 @@ SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> no
       message_overhead_s_(p.message_overhead_s),
       host_of_(std::move(host_of_rank)),
       node_of_(std::move(node_of)) {
-  for (int node : node_of_) leaf_of_.push_back(p.leafOf(node));
+  for (int r = 0; r < world_; ++r) leaf_of_.push_back(p.leafOfRank(r));
 }
 
 // SimGrid gives every actor a stack of its own (one memory mapping each): past the kernel's

@@ -442,7 +442,7 @@ void validate(const TrainConfig& c, const std::string& where) {
   positive("comm.timeout_s", static_cast<double>(c.comm.timeout_s));
   // Deadlines are steady_clock time points in nanoseconds: a timeout of centuries overflows them.
   if (c.comm.timeout_s > kMaxTimeoutS) bad(where, "comm.timeout_s", "must be at most " + std::to_string(kMaxTimeoutS) + " (30 days)");
-  oneOf(where, "comm.algo", c.comm.algo, {"auto", "ring", "hd", "hier", "ordered", "shm"});
+  oneOf(where, "comm.algo", c.comm.algo, {"auto", "ring", "hd", "hier", "rails", "ordered", "shm"});
   oneOf(where, "comm.shm", c.comm.shm, {"auto", "on", "off"});
   positive("logging.log_every", static_cast<double>(c.logging.log_every));
   nonneg("logging.eval_every", static_cast<double>(c.logging.eval_every));

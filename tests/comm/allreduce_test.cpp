@@ -55,10 +55,10 @@ TEST_P(AllreduceWorld, EveryAlgoTypeOpAndCount) {
   const int n = GetParam();
   CommOptions opts;
   opts.segment_bytes = 4096;  // small segments exercise the pipelining on modest counts
-  opts.group_size = n >= 4 ? 3 : 2;  // hierarchical: uneven groups when n is not a multiple
+  opts.group_size = n >= 4 ? 3 : 2;  // hierarchical, rails: uneven groups when n is not a multiple
   opts.shm_piece_bytes = 4096;       // shared memory: many pieces, both buffers of each
   auto comms = test::makeComms(n, opts);
-  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::ordered, Algo::shm,
+  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::rails, Algo::ordered, Algo::shm,
                     Algo::automatic})
     for (DType dt : test::kAllTypes)
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min})
@@ -72,7 +72,7 @@ TEST_P(AllreduceWorld, SeveralMiBEveryAlgo) {
   opts.group_size = 2;
   auto comms = test::makeComms(n, opts);
   const size_t count = (3u << 20) / 4 + 3;  // 3 MiB of f32, odd count
-  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::ordered, Algo::shm})
+  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::rails, Algo::ordered, Algo::shm})
     checkAllreduce(comms, algo, DType::f32, ReduceOp::sum, count);
   checkAllreduce(comms, Algo::ring, DType::bf16, ReduceOp::avg, count);
 }
@@ -183,9 +183,19 @@ TEST(AllreduceLargeWorlds, TinyAndOddCountsEveryAlgo) {
     opts.group_size = 3;
     opts.shm_piece_bytes = 4096;
     auto comms = test::makeComms(n, opts);
-    for (Algo algo : {Algo::halving_doubling, Algo::ring, Algo::hierarchical, Algo::ordered, Algo::shm})
+    for (Algo algo : {Algo::halving_doubling, Algo::ring, Algo::hierarchical, Algo::rails, Algo::ordered, Algo::shm})
       for (size_t count : {1, 2, 3, 5, 9, 17, 1000})
         checkAllreduce(comms, algo, DType::f32, ReduceOp::sum, count);
+  }
+  // Rails on equal groups (uneven ones above run the hierarchical algorithm): 2 x 4 and 4 x 4.
+  for (int n : {8, 16}) {
+    CommOptions opts;
+    opts.group_size = 4;
+    opts.segment_bytes = 4096;
+    auto comms = test::makeComms(n, opts);
+    for (size_t count : {1, 2, 3, 5, 9, 17, 1000, 70001})
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max})
+        checkAllreduce(comms, Algo::rails, DType::f32, op, count);
   }
 }
 }  // namespace

@@ -46,6 +46,10 @@ void allreduceHalvingDoubling(Exchange& ex, const Group& g, char* buf, size_t co
                               uint32_t sub, Scratch& scratch);
 void allreduceHierarchical(Exchange& ex, const Group& g, int group_size, char* buf, size_t count, DType dt,
                            ReduceOp op, size_t seg_bytes, Scratch& scratch);  // uses subs 0..7
+// Per-rail two-level allreduce (src/comm/algo/allreduce_rails.cpp): every local rank crosses the
+// network with 1/group_size of the buffer.
+void allreduceRails(Exchange& ex, const Group& g, int group_size, char* buf, size_t count, DType dt, ReduceOp op,
+                    size_t seg_bytes, Scratch& scratch);  // uses subs 0..7
 void allreduceOrdered(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
                       size_t seg_bytes, Scratch& scratch);  // uses subs 0..1
 

@@ -29,9 +29,9 @@
 
 namespace lowcomm::comm {
 
-enum class Algo : uint8_t { automatic, ring, halving_doubling, hierarchical, ordered, shm, tree, pairwise };
+enum class Algo : uint8_t { automatic, ring, halving_doubling, hierarchical, ordered, shm, tree, pairwise, rails };
 const char* algoName(Algo a);
-Algo parseAlgo(const std::string& s);  // "auto", "ring", "hd", "hier", "ordered", "shm", ...
+Algo parseAlgo(const std::string& s);  // "auto", "ring", "hd", "hier", "rails", "ordered", "shm", ...
 
 // Shared memory for allreduce when every rank is on this host (same host key, lowcomm/net/shm.h):
 // automatic uses it when available, on requires it (ConfigError otherwise), off never.
@@ -45,7 +45,7 @@ struct CommOptions {
   bool debug_check = false;     // fingerprint exchange before every collective
   Algo allreduce_algo = Algo::automatic;
   size_t segment_bytes = 1 << 20;  // pipelining granularity of ring/tree algorithms
-  int group_size = 0;  // hierarchical: ranks per group (a node); 0 = LOCAL_WORLD_SIZE passed in
+  int group_size = 0;  // hierarchical, rails: ranks per group (a node); 0 = LOCAL_WORLD_SIZE passed in
   ShmMode shm = ShmMode::automatic;
   size_t shm_piece_bytes = 256 << 10;  // shared-memory pipelining unit (two per rank are mapped)
   // The job token: when set, every connected pair proves it to the other (HMAC challenge-response)

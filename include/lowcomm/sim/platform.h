@@ -7,6 +7,12 @@
 //   leaf), so a leaf's uplinks carry 1 / oversubscription of what its hosts can send. Fewer nodes
 //   than leaf_size: one leaf.
 // - "torus": a 2-D torus of the squarest X x Y = nodes, each host routing to its 4 neighbours.
+// - "rail": rail-optimised (NVIDIA DGX SuperPOD style): local rank j of every node has its own
+//   NIC on rail switch j, so each rank is a host of its own (max(1, cores / ppn) cores) and the
+//   ranks of a node reach each other through one shared memory link (loopback_Bps). A message
+//   between two nodes on different rails first crosses the sending node's memory to the rank on
+//   the receiver's rail (NCCL's PXN), so no traffic needs a spine: the routes of a rail-only
+//   network (Wang et al., 2023). Cross-rail bytes are what inter_leaf counts.
 // Every link runs at link_Bps x bandwidth_factor with link_latency_s, split duplex.
 // In-network aggregation (star, one rank per node): the switch sums allreduce packets, SwitchML-
 // like; every allreduce over ranks of more than one node then goes through it (src/sim/ina.h).
@@ -49,6 +55,8 @@ struct PlatformSpec {
   // The leaf switch of a node (fat-tree; 0 elsewhere): link classes are intra-node, intra-leaf
   // and across the spine.
   int leafOf(int node) const { return topology == "fat-tree" ? node / leafHosts() : 0; }
+  // A rank's leaf switch: its node's on a fat-tree, its rail (local rank) on "rail".
+  int leafOfRank(int rank) const { return topology == "rail" ? rank % ppn : leafOf(nodeOf(rank)); }
   int leafHosts() const { return nodes < leaf_size ? nodes : leaf_size; }
 };
 
