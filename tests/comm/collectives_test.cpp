@@ -240,6 +240,7 @@ TEST_P(Collectives, RecvAnyTakesMessagesFromWhoeverSendsFirst) {
   std::vector<int> from;
   std::vector<int32_t> payload_ok(n(), 0);
   int32_t late = 0;
+  std::atomic<bool> first_in{false};  // rank 0 has its first message
   test::onRanks(n(), [&](int r) {
     std::vector<int> others;
     for (int q = 1; q < n(); ++q) others.push_back(q);
@@ -249,14 +250,20 @@ TEST_P(Collectives, RecvAnyTakesMessagesFromWhoeverSendsFirst) {
         const int src = comms_[0]->recvAny(buf.data(), buf.size() * 4, others, 3);
         from.push_back(src);
         payload_ok[src] = buf.front() == 100 + src && buf.back() == 100 + src;
+        first_in = true;
       }
       comms_[0]->recv(&late, 4, n() - 1, 4);
       EXPECT_THROW(comms_[0]->recvAny(buf.data(), 4, {}, 3), ConfigError);
       EXPECT_THROW(comms_[0]->recvAny(buf.data(), 4, {0}, 3), ConfigError);
       EXPECT_THROW(comms_[0]->recvAny(buf.data(), 4, {n()}, 3), ConfigError);
     } else {
-      // Later ranks send first, so the order of arrival is not the order of ranks.
-      std::this_thread::sleep_for(std::chrono::milliseconds(40 * (n() - r)));
+      // The last rank sends first and alone (the others only once rank 0 has its message, so
+      // the order does not depend on thread scheduling), so the order of arrival is not the
+      // order of ranks; the rest arrive at staggered times.
+      if (r != n() - 1) {
+        while (!first_in) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10 * (n() - r)));
+      }
       std::vector<int32_t> mine(2000, 100 + r);
       comms_[r]->send(mine.data(), mine.size() * 4, 0, 3);
       // Sent while rank 0 still waits in recvAny for tag 3: only its own recv takes it.
