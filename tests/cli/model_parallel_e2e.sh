@@ -106,7 +106,6 @@ bad() {
 bad "tp not dividing the world" "parallel.tp" 4 --set parallel.tp=3
 bad "heads not divisible" "model.heads" 4 --set parallel.tp=4 --set model.heads=2
 bad "tp on an image model" "parallel.tp" 2 --set parallel.tp=2 --set model.name=cnn --set data.dataset=synthetic
-bad "tp with gossip" "parallel.tp" 2 --set parallel.tp=2 --set strategy.name=gossip
 bad "micro-batches not dividing the batch" "parallel.micro_batches" 2 --set parallel.pp=2 --set parallel.micro_batches=3
 bad "more stages than units" "parallel.pp" 4 --set parallel.pp=4 --set model.layers=1
 bad "a tied head over stages" "parallel.pp" 2 --set parallel.pp=2 --set model.tied=true
