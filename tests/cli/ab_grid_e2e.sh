@@ -3,8 +3,8 @@
 # strategy on the dp axis): the gpt LM, two AB groups (ab.group_size = -1: rank dp 0 trains A, dp 1 trains B), 20
 # AdamW steps through warm-up, SVD, the ab phase, a sync, full-rank steps, a truncation and the
 # final sync. (dp, pp) = (2, 2) with 1F1B and with GPipe, and (dp, tp) = (2, 2) (each layer's
-# SVD taken of the gathered weight, one factor split over tp) follow the 2-process run without a
-# grid (same seed, same global batch of 4 sequences): every evaluation's test loss within 1e-4
+# SVD taken of the gathered weight, one factor split over tp), and (dp, tp, pp) = (2, 2, 2) on 8
+# processes, follow the 2-process run without a grid (same seed, same global batch of 4 sequences): every evaluation's test loss within 1e-4
 # relative, the final model_state.pt within 1e-5, the same AB events at the same steps, the same
 # truncation ranks of every layer and the same whole-model size fractions (gathered over the stages). Resumed
 # (dp, pp) and (dp, tp) runs (from a checkpoint taken in the ab phase) end bit-identical to the uninterrupted ones.
@@ -26,6 +26,10 @@ run dp2tp2 4 --set data.batch_size=1 --set parallel.tp=2
 # sync_mode "full" averages each rank's product A B: on a tp rank, its part of the layer.
 run dp2_full 2 --set data.batch_size=2 --set ab.sync_mode=full
 run dp2tp2_full 4 --set data.batch_size=1 --set parallel.tp=2 --set ab.sync_mode=full
+# All three axes at once: (dp, tp, pp) = (2, 2, 2) on 8 processes, 1F1B over 2 micro-batches, against
+# the 2-process run with its global batch (a dp rank's batch is data.batch_size x tp x pp = 4).
+run dp2b4 2 --set data.batch_size=4
+run dp2tp2pp2 8 --set data.batch_size=1 --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batches=2
 # Resume the 1F1B grid run from its step-12 checkpoint (taken in the ab phase after a truncation).
 mkdir -p "$tmp/run_dp2pp2r/checkpoints"
 cp "$tmp"/run_dp2pp2/checkpoints/step12.rank*.pt "$tmp/run_dp2pp2r/checkpoints/"
@@ -77,10 +81,22 @@ w_full, g_full = state("dp2_full"), state("dp2tp2_full")
 d = max((g_full[k] - w_full[k]).abs().max().item() for k in w_full)
 print(f"dp2tp2 with sync_mode full: worst test-loss deviation {worst:.2e}, max |weight difference| {d:.2e}")
 assert sorted(got) == sorted(want_full) and worst < 1e-4 and d < 5e-5, (worst, d)
+got, want3 = evals("dp2tp2pp2"), evals("dp2b4")
+worst = max(abs(got[s] / want3[s] - 1) for s in want3)
+w3, g3 = state("dp2b4"), state("dp2tp2pp2")
+d = max((g3[k] - w3[k]).abs().max().item() for k in w3)
+print(f"dp2tp2pp2 (8 processes): worst test-loss deviation from dp2 {worst:.2e}, max |weight difference| {d:.2e}")
+assert sorted(got) == sorted(want3) and worst < 1e-4 and sorted(g3) == sorted(w3) and d < 5e-5, (worst, d)
+e3 = [(e["step"], e["event"], e.get("ranks")) for e in records("dp2b4", "ab")]
+assert [(e["step"], e["event"], e.get("ranks")) for e in records("dp2tp2pp2", "ab")] == e3, "3-D grid: other AB events or ranks"
+assert any(e[1] == "truncate" and min(e[2].values()) < 64 for e in e3), e3  # truncation really cut ranks
+s3 = json.load(open(f"{tmp}/dp2tp2pp2.json"))
+assert abs(s3["ab"]["compression_reference"] / json.load(open(f"{tmp}/dp2b4.json"))["ab"]["compression_reference"] - 1) < 1e-12
+assert all(s3["parallel"]["bytes_sent_by_axis"][a] > 0 for a in ("dp", "tp", "pp")), s3["parallel"]["bytes_sent_by_axis"]
 for g in ("dp2pp2", "dp2tp2"):
     r, u = state(g + "r"), state(g)
     assert sorted(r) == sorted(u) and all(torch.equal(r[k], u[k]) for k in u), f"the resumed AB run on {g} is not bit-identical"
     assert evals(g + "r") == {s: l for s, l in evals(g).items() if s > 12}, g
-print("ok: AB-training on (dp 2, pp 2) and (dp 2, tp 2) follows the 2-process run; resume in the ab phase is exact on both")
+print("ok: AB-training on (dp 2, pp 2), (dp 2, tp 2) and (dp 2, tp 2, pp 2) follows the 2-process run; resume in the ab phase is exact on both")
 PY
 echo "ab_grid_e2e: passed"
