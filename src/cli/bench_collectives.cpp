@@ -6,6 +6,7 @@
 // rank's mean per call; busbw uses nccl-tests' factors.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "bench_options.h"
 #include "c10d_backend.h"
 #include "cli_util.h"
+#include "lowcomm/comm/selector.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/runtime/worker.h"
 
@@ -96,7 +98,7 @@ struct Case {
 
 void runOurs(comm::Communicator& c, Case& k, Algo algo) {
   if (k.op == "allreduce") c.allreduce(k.in.data(), k.count, k.dt, comm::ReduceOp::sum, algo);
-  else if (k.op == "broadcast") c.broadcast(k.in.data(), k.count, k.dt, 0);
+  else if (k.op == "broadcast") c.broadcast(k.in.data(), k.count, k.dt, 0, algo);
   else if (k.op == "allgather") c.allgather(k.in.data(), k.out.data(), k.count, k.dt);
   else if (k.op == "reduce_scatter") c.reduceScatter(k.in.data(), k.out.data(), k.count, k.dt, comm::ReduceOp::sum);
   else if (k.op == "alltoall") c.alltoall(k.in.data(), k.out.data(), k.count, k.dt);
@@ -162,6 +164,23 @@ void writeJson(const std::string& path, const std::vector<Row>& rows) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError("cannot rename '" + tmp + "' to '" + path + "'");
 }
 
+// Broadcast runs the --algos entries that are broadcast algorithms (tree, chain), else the
+// automatic choice.
+std::vector<std::string> broadcastAlgos(const std::vector<std::string>& algos) {
+  std::vector<std::string> out;
+  for (const auto& a : algos)
+    if (a == "tree" || a == "chain") out.push_back(a);
+  if (out.empty()) out.push_back("auto");
+  return out;
+}
+
+std::vector<std::string> allreduceAlgos(const std::vector<std::string>& algos) {
+  std::vector<std::string> out;
+  for (const auto& a : algos)
+    if (a != "tree" && a != "chain") out.push_back(a);
+  return out;
+}
+
 std::string opAlgo(const std::string& op) {
   if (op == "broadcast") return "tree";
   if (op == "alltoall") return "pairwise";
@@ -201,13 +220,14 @@ int worker(const CollectiveBenchOptions& o) {
   std::vector<Row> rows;
   int64_t total_wrong = 0;
   for (const auto& op : o.ops) {
-    std::vector<std::string> algos = op == "allreduce" ? o.algos : std::vector<std::string>{opAlgo(op)};
+    std::vector<std::string> algos = op == "allreduce" ? allreduceAlgos(o.algos) : std::vector<std::string>{opAlgo(op)};
+    if (op == "broadcast") algos = broadcastAlgos(o.algos);
     for (size_t bytes : o.sizes) {
       const size_t es = comm::dtypeSize(o.dtype);
       Case k(op, o.dtype, n, rank, countFor(op, bytes, es, n));
       const size_t real_bytes = k.count * es * (op == "allgather" || op == "reduce_scatter" || op == "alltoall" ? n : 1);
       for (const auto& a : algos) {
-        const Algo algo = op == "allreduce" ? comm::parseAlgo(a) : Algo::automatic;
+        const Algo algo = op == "allreduce" || op == "broadcast" ? comm::parseAlgo(a) : Algo::automatic;
         if (algo == Algo::shm && (!c.allLocal() || o.shm == comm::ShmMode::off)) {
           if (rank == 0 && bytes == o.sizes.front()) std::printf("# shm rows skipped: ranks do not share a host (or --shm off)\n");
           continue;
@@ -219,9 +239,11 @@ int worker(const CollectiveBenchOptions& o) {
         int64_t wrong = k.wrong();
         c.allreduce(&wrong, 1, DType::i64, comm::ReduceOp::sum);
         total_wrong += wrong;
-        const std::string shown = op == "allreduce" && algo == Algo::automatic
-                                      ? std::string("auto:") + comm::algoName(c.chooseAllreduce(k.count * es))
-                                      : a;
+        std::string shown = a;
+        if (op == "allreduce" && algo == Algo::automatic)
+          shown = std::string("auto:") + comm::algoName(c.chooseAllreduce(k.count * es));
+        if (op == "broadcast" && algo == Algo::automatic)  // the row names what ran (calibration reads it)
+          shown = comm::algoName(comm::autoBroadcast(k.count * es, n, c.options().segment_bytes));
         rows.push_back(makeRow(k, shown, "lowcomm", real_bytes, us, wrong));
         if (rank == 0) printRow(rows.back());
       }
@@ -236,8 +258,10 @@ int worker(const CollectiveBenchOptions& o) {
         int64_t wrong = k.wrong();
         c.allreduce(&wrong, 1, DType::i64, comm::ReduceOp::sum);
         total_wrong += wrong;
-        rows.push_back(makeRow(k, name == "c10d-gloo" ? "gloo" : (op == "allreduce" ? "auto" : opAlgo(op)), name,
-                               real_bytes, us, wrong));
+        std::string shown = name == "c10d-gloo" ? "gloo" : (op == "allreduce" ? "auto" : opAlgo(op));
+        if (name != "c10d-gloo" && op == "broadcast")
+          shown = comm::algoName(comm::autoBroadcast(k.count * es, n, c.options().segment_bytes));
+        rows.push_back(makeRow(k, shown, name, real_bytes, us, wrong));
         if (rank == 0) printRow(rows.back());
       }
     }
@@ -264,7 +288,7 @@ int benchCollectives(int argc, char** argv) {
       ->check(CLI::Range(1, 65536));
   app.add_option("--sizes", sizes, "LO:HI (powers of two) or a list, e.g. 4B:256MiB or 4B,64MiB")->capture_default_str();
   app.add_option("--ops", ops, "allreduce,allgather,broadcast,reduce_scatter,alltoall")->capture_default_str();
-  app.add_option("--algos", algos, "allreduce algorithms: auto,ring,hd,hier,rails,ordered,shm (shm only when all ranks share the host)")->capture_default_str();
+  app.add_option("--algos", algos, "allreduce algorithms: auto,ring,hd,hier,rails,ordered,shm (shm only when all ranks share the host); broadcast: tree,chain (none listed: the automatic choice)")->capture_default_str();
   app.add_option("--dtype", dtype, "f32, f64, f16, bf16, i32, i64, u8 (baseline only for f32)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "untimed calls per case")->capture_default_str();
   app.add_option("--iters", o.max_iters, "at most this many timed calls per case")->capture_default_str();
@@ -293,6 +317,8 @@ int benchCollectives(int argc, char** argv) {
   o.dtype = comm::parseDType(dtype);
   o.shm = comm::parseShmMode(shm);
   for (const auto& a : o.algos) comm::parseAlgo(a);  // fail before launching anything
+  if (std::find(o.ops.begin(), o.ops.end(), "allreduce") != o.ops.end() && allreduceAlgos(o.algos).empty())
+    throw ConfigError("--algos '" + algos + "' names no allreduce algorithm (tree and chain are broadcast's)");
   if (o.warmup < 0 || o.min_iters < 1 || o.max_iters < o.min_iters)
     throw ConfigError("need --warmup >= 0 and 1 <= --min-iters <= --iters");
 

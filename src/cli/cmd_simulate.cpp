@@ -48,7 +48,7 @@ int simulateCollectives(int argc, char** argv) {
   app.add_option("--ops", ops, "allreduce,allgather,broadcast,reduce_scatter,alltoall,barrier")->capture_default_str();
   app.add_option("--algos", algos,
                  "allreduce algorithms: ring,hd,hier,rails,ordered, and ina (in-network aggregation: the star's switch "
-                 "sums, one rank per node)")
+                 "sums, one rank per node); broadcast: tree,chain (none listed: tree)")
       ->capture_default_str();
   app.add_option("--topology", topology,
                  "star (the emulated cluster's), or rail (rail-optimised: a NIC per rank on rail switch = local rank)")
@@ -92,13 +92,19 @@ int simulateCollectives(int argc, char** argv) {
   std::printf("#%11s %15s %9s %12s %9s %9s %14s\n", "size (B)", "op", "algo", "time_us", "algbw", "busbw",
               "inter-node B");
   for (const auto& op : splitList(ops)) {
-    const auto op_algos = op == "allreduce" ? splitList(algos) : std::vector<std::string>{sim::simulatedAlgorithms(op)[0]};
+    auto op_algos = std::vector<std::string>{sim::simulatedAlgorithms(op)[0]};
+    if (op == "allreduce" || op == "broadcast") {  // --algos' entries for this op (tree, chain: broadcast's)
+      std::vector<std::string> mine;
+      for (const auto& a : splitList(algos))
+        if ((a == "tree" || a == "chain") == (op == "broadcast")) mine.push_back(a);
+      if (!mine.empty() || op == "allreduce") op_algos = mine;
+    }
     for (const auto& algo : op_algos) {
       for (size_t requested : parseSizes(sizes)) {
         sim::CollectiveSpec s;
         s.op = op;
         const bool ina = op == "allreduce" && algo == "ina";
-        s.algo = op == "allreduce" && !ina ? comm::parseAlgo(algo) : comm::Algo::ring;
+        s.algo = (op == "allreduce" && !ina) || op == "broadcast" ? comm::parseAlgo(algo) : comm::Algo::ring;
         s.bytes = op == "barrier" ? 0 : roundedBytes(op, requested, es, n);
         s.dtype = dt;
         s.segment_bytes = segment;

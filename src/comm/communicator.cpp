@@ -11,6 +11,7 @@
 #include "link.h"
 #include "pair_auth.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/comm/selector.h"
 #include "lowcomm/net/shm.h"
 #include "reduce.h"
 #include "shm_domain.h"
@@ -201,17 +202,26 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
   if (op == ReduceOp::avg) divideBy(buf, count, dt, size_);
 }
 
-void Communicator::broadcast(void* buf, size_t count, DType dt, int root) {
+void Communicator::broadcast(void* buf, size_t count, DType dt, int root, Algo algo) {
   if (root < 0 || root >= size_)
     throw ConfigError("broadcast: root " + std::to_string(root) + " is not a rank of this communicator (size " +
                       std::to_string(size_) + ")");
+  if (algo != Algo::automatic && algo != Algo::tree && algo != Algo::chain)
+    throw ConfigError(std::string("algorithm '") + algoName(algo) + "' cannot run broadcast (tree or chain)");
   checkFingerprint("broadcast", count, dt, root);
   if (size_ == 1 || count == 0) return;
-  CallRecord rec(trace_, "broadcast", count * dtypeSize(dt), dt, world_ranks_);
-  if (rec.on()) rec.args["root"] = std::to_string(root);
+  const size_t bytes = count * dtypeSize(dt);
+  if (algo == Algo::automatic) algo = autoBroadcast(bytes, size_, opts_.segment_bytes);
+  CallRecord rec(trace_, "broadcast", bytes, dt, world_ranks_);
+  if (rec.on()) {
+    rec.args["root"] = std::to_string(root);
+    rec.args["algo"] = algoName(algo);
+    rec.args["segment"] = std::to_string(opts_.segment_bytes);
+  }
   GlooExchange ex(*link_, *meter_, "broadcast", phase_, opts_.timeout, link_->nextSeq());
-  broadcastTree(ex, Group::world(rank_, size_), static_cast<char*>(buf), count * dtypeSize(dt), root,
-                opts_.segment_bytes, 0);
+  const Group g = Group::world(rank_, size_);
+  if (algo == Algo::chain) broadcastChain(ex, g, static_cast<char*>(buf), bytes, root, opts_.segment_bytes, 0);
+  else broadcastTree(ex, g, static_cast<char*>(buf), bytes, root, opts_.segment_bytes, 0);
 }
 
 void Communicator::allgather(const void* send, void* recv, size_t count, DType dt) {

@@ -1,8 +1,9 @@
-// Allreduce algorithm selection: a small alpha-beta cost table, overridden by options.
+// Allreduce and broadcast algorithm selection: a small alpha-beta cost table, overridden by options.
 #include <cstdint>
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/communicator.h"
+#include "lowcomm/comm/algorithms.h"
 #include "lowcomm/comm/selector.h"
 
 namespace lowcomm::comm {
@@ -18,18 +19,19 @@ const char* algoName(Algo a) {
     case Algo::tree: return "tree";
     case Algo::pairwise: return "pairwise";
     case Algo::rails: return "rails";
+    case Algo::chain: return "chain";
   }
   return "?";
 }
 
 Algo parseAlgo(const std::string& s) {
   for (Algo a : {Algo::automatic, Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::ordered,
-                 Algo::shm, Algo::tree, Algo::pairwise, Algo::rails})
+                 Algo::shm, Algo::tree, Algo::pairwise, Algo::rails, Algo::chain})
     if (s == algoName(a)) return a;
   if (s == "halving_doubling" || s == "rabenseifner") return Algo::halving_doubling;
   if (s == "hierarchical") return Algo::hierarchical;
   if (s == "deterministic") return Algo::ordered;
-  throw ConfigError("unknown algorithm '" + s + "' (expected auto, ring, hd, hier, rails, ordered or shm)");
+  throw ConfigError("unknown algorithm '" + s + "' (expected auto, ring, hd, hier, rails, ordered or shm; broadcast: tree or chain)");
 }
 
 ShmMode parseShmMode(const std::string& s) {
@@ -76,6 +78,13 @@ Algo autoAllreduce(size_t bytes, int world, int group_size) {
   for (const auto& rule : kAllreduceTable)
     if (bytes <= rule.max_bytes) return rule.algo;
   return Algo::ring;
+}
+
+Algo autoBroadcast(size_t bytes, int world, size_t seg_bytes) {
+  if (world < 3 || bytes == 0) return Algo::tree;
+  const size_t seg = chainSegmentBytes(bytes, world, seg_bytes);
+  const size_t segments = (bytes + seg - 1) / seg;
+  return segments >= 2 * static_cast<size_t>(world - 1) ? Algo::chain : Algo::tree;
 }
 
 }  // namespace lowcomm::comm

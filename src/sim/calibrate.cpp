@@ -16,7 +16,7 @@ namespace {
 
 bool simulated(const std::string& op, const std::string& algo) {
   if (op == "allreduce") return algo == "ring" || algo == "hd" || algo == "hier" || algo == "rails" || algo == "ordered";
-  if (op == "broadcast") return algo == "tree";
+  if (op == "broadcast") return algo == "tree" || algo == "chain";
   if (op == "alltoall") return algo == "pairwise";
   return (op == "allgather" || op == "reduce_scatter") && algo == "ring";
 }
@@ -79,7 +79,7 @@ std::vector<MeasuredRow> readMeasured(const std::string& path) {
 CollectiveSpec specFor(const MeasuredRow& row, const PlatformSpec& p, size_t segment_bytes) {
   CollectiveSpec s;
   s.op = row.op;
-  s.algo = row.op == "allreduce" ? comm::parseAlgo(row.algo) : comm::Algo::ring;
+  s.algo = row.op == "allreduce" || row.op == "broadcast" ? comm::parseAlgo(row.algo) : comm::Algo::ring;
   const size_t unit = (row.op == "allgather" || row.op == "reduce_scatter" || row.op == "alltoall")
                           ? 4 * static_cast<size_t>(p.world())
                           : 4;

@@ -21,7 +21,7 @@ using comm::Algo;
 std::vector<std::string> simulatedAlgorithms(const std::string& op) {
   if (op == "allreduce") return {"ring", "hd", "hier", "rails", "ordered"};
   if (op == "allgather" || op == "reduce_scatter") return {"ring"};
-  if (op == "broadcast") return {"tree"};
+  if (op == "broadcast") return {"tree", "chain"};
   if (op == "alltoall") return {"pairwise"};
   if (op == "barrier") return {"dissemination"};
   throw ConfigError("simulate: unknown collective '" + op +

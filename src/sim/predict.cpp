@@ -59,6 +59,8 @@ CallSpec rescale(const CallSpec& c, int recorded_world, int members, const Platf
   if (c.op == "allreduce") {
     out.algo = allreduceAlgo(c, members, p, algo);
     out.group_size = p.ppn;
+  } else if (c.op == "broadcast") {  // what the communicator would choose at the new size
+    if (algo != "recorded") out.algo = comm::autoBroadcast(c.bytes, static_cast<int>(n), c.segment_bytes);
   } else if (c.op == "allgatherv") {
     const uint64_t total = c.rank_bytes.empty()
                                ? c.bytes

@@ -70,7 +70,8 @@ void runCall(SimExchange& ex, const comm::Group& g, const CallSpec& c, int defau
                             comm::segmentElems(c.segment_bytes, es, per), 0,
                             scratch.get(comm::ringScratchBytes(off, es)));
   } else if (c.op == "broadcast") {
-    comm::broadcastTree(ex, g, buf, c.bytes, c.root, c.segment_bytes, 0);
+    if (c.algo == comm::Algo::chain) comm::broadcastChain(ex, g, buf, c.bytes, c.root, c.segment_bytes, 0);
+    else comm::broadcastTree(ex, g, buf, c.bytes, c.root, c.segment_bytes, 0);
   } else if (c.op == "alltoall") {
     comm::alltoallPairwise(ex, g, buf, out, c.bytes / n, 0);
   } else if (c.op == "barrier") {

@@ -31,20 +31,23 @@ class Collectives : public ::testing::TestWithParam<int> {
 
 const size_t kCounts[] = {0, 1, 7, 20000};
 
+// The binomial tree, the pipelined chain (1 KiB segments here: 20000 elements are many) and the
+// automatic choice, from every root.
 TEST_P(Collectives, BroadcastFromEveryRoot) {
-  for (DType dt : test::kAllTypes)
-    for (size_t count : kCounts)
-      for (int root = 0; root < n(); ++root) {
-        std::vector<std::vector<char>> bufs(n());
-        test::onRanks(n(), [&](int r) {
-          bufs[r] = r == root ? test::filled(root, count, dt) : std::vector<char>(count * dtypeSize(dt) + 1, 0);
-          comms_[r]->broadcast(bufs[r].data(), count, dt, root);
-        });
-        for (int r = 0; r < n(); ++r)
-          for (size_t i = 0; i < count; ++i)
-            ASSERT_EQ(test::load(dt, bufs[r].data(), i), test::valueOf(root, i, dt))
-                << "root " << root << " rank " << r << " i " << i << " " << dtypeName(dt);
-      }
+  for (Algo algo : {Algo::automatic, Algo::tree, Algo::chain})
+    for (DType dt : test::kAllTypes)
+      for (size_t count : kCounts)
+        for (int root = 0; root < n(); ++root) {
+          std::vector<std::vector<char>> bufs(n());
+          test::onRanks(n(), [&](int r) {
+            bufs[r] = r == root ? test::filled(root, count, dt) : std::vector<char>(count * dtypeSize(dt) + 1, 0);
+            comms_[r]->broadcast(bufs[r].data(), count, dt, root, algo);
+          });
+          for (int r = 0; r < n(); ++r)
+            for (size_t i = 0; i < count; ++i)
+              ASSERT_EQ(test::load(dt, bufs[r].data(), i), test::valueOf(root, i, dt))
+                  << algoName(algo) << " root " << root << " rank " << r << " i " << i << " " << dtypeName(dt);
+        }
 }
 
 TEST_P(Collectives, Allgather) {
@@ -294,6 +297,9 @@ TEST_P(Collectives, SeveralMiBEveryOp) {
     std::vector<float> b(big, r == 1 % n() ? 7.f : 0.f);
     c.broadcast(b.data(), big, DType::f32, 1 % n());
     for (float x : b) wrong[r] += x != 7.f;
+    std::vector<float> bc(big, r == n() - 1 ? 5.f : 0.f);
+    c.broadcast(bc.data(), big, DType::f32, n() - 1, Algo::chain);  // 3 MiB in chainSegmentBytes() pieces
+    for (float x : bc) wrong[r] += x != 5.f;
     std::vector<float> mine(block, static_cast<float>(r)), all(n() * block);
     c.allgather(mine.data(), all.data(), block, DType::f32);
     for (size_t i = 0; i < all.size(); ++i) wrong[r] += all[i] != static_cast<float>(i / block);
@@ -316,6 +322,7 @@ TEST(CollectivesArgs, BadArgumentsAreConfigErrors) {
   test::onRanks(2, [&](int r) {
     int x = 0;
     EXPECT_THROW(comms[r]->broadcast(&x, 1, DType::i32, 2), ConfigError);
+    EXPECT_THROW(comms[r]->broadcast(&x, 1, DType::i32, 0, Algo::ring), ConfigError);  // not a broadcast algorithm
     EXPECT_THROW(comms[r]->allgatherv(&x, 1, &x, {1}, DType::i32), ConfigError);
     EXPECT_THROW(comms[r]->send(&x, 4, r, 0), ConfigError);
     EXPECT_THROW(comms[r]->exchange({{r, &x, 4}}, {}), ConfigError);

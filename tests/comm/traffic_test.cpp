@@ -1,7 +1,11 @@
 // The traffic meter counts exactly the algorithms' known volumes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "comm/harness.h"
+#include "lowcomm/comm/algorithms.h"
+#include "lowcomm/comm/selector.h"
 
 using namespace lowcomm;
 using namespace lowcomm::comm;
@@ -84,6 +88,39 @@ TEST(Traffic, HalvingDoublingPowerOfTwoMatchesRingVolume) {
     comms[r]->allreduce(x.data(), count, DType::f32, ReduceOp::sum, Algo::halving_doubling);
   });
   for (int r = 0; r < n; ++r) EXPECT_EQ(comms[r]->meter().snapshot().total.bytes_sent, 2ull * 3 * count * 4 / 4);
+}
+
+// The pipelined chain from root 1 over 4 ranks: 1 -> 2 -> 3 -> 0, every link carries the buffer
+// once (the tree's root would send it twice), in chainSegmentBytes() messages.
+TEST(Traffic, ChainBroadcastSendsTheBufferOncePerLink) {
+  const int n = 4;
+  auto comms = test::makeComms(n);
+  const size_t count = 1 << 20;  // 4 MiB of f32
+  const size_t bytes = count * 4, seg = chainSegmentBytes(bytes, n, comms[0]->options().segment_bytes);
+  ASSERT_EQ(autoBroadcast(bytes, n, comms[0]->options().segment_bytes), Algo::chain);
+  test::onRanks(n, [&](int r) {
+    std::vector<float> x(count, r == 1 ? 3.f : 0.f);
+    comms[r]->broadcast(x.data(), count, DType::f32, 1);
+    EXPECT_TRUE(std::all_of(x.begin(), x.end(), [](float v) { return v == 3.f; })) << "rank " << r;
+  });
+  for (int r = 0; r < n; ++r) {
+    const auto t = comms[r]->meter().snapshot().by_op.at("broadcast");
+    EXPECT_EQ(t.bytes_sent, r == 0 ? 0u : bytes) << "rank " << r;  // rank 0 ends the chain
+    EXPECT_EQ(t.bytes_recv, r == 1 ? 0u : bytes) << "rank " << r;
+  }
+  EXPECT_EQ(seg, bytes / 30);  // ~10 segments per hop: 30 for 3 hops
+}
+
+TEST(Autobroadcast, ChainForBandwidthBoundSizesTreeOtherwise) {
+  EXPECT_EQ(autoBroadcast(4 << 20, 4, 1 << 20), Algo::chain);
+  EXPECT_EQ(autoBroadcast(64 << 20, 64, 1 << 20), Algo::chain);
+  EXPECT_EQ(autoBroadcast(4 << 10, 4, 1 << 20), Algo::tree);     // one segment: latency-bound
+  EXPECT_EQ(autoBroadcast(64 << 20, 2, 1 << 20), Algo::tree);    // 2 ranks: the same message either way
+  EXPECT_EQ(autoBroadcast(1 << 20, 4096, 1 << 20), Algo::tree);  // 16 segments for 4095 hops
+  EXPECT_EQ(chainSegmentBytes(64 << 20, 4, 1 << 20), size_t{1} << 20);  // capped at the segment option
+  EXPECT_EQ(chainSegmentBytes(16 << 10, 4, 1 << 20), kChainMinSegment);
+  const size_t huge = size_t{1} << 36;  // segments never outgrow the slot's 14 bits
+  EXPECT_LT(huge / chainSegmentBytes(huge, 4, 1024), size_t{kMaxSegments});
 }
 
 TEST(Traffic, PhasesOpsAndReset) {

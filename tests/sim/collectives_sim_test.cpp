@@ -11,6 +11,7 @@
 
 #include "comm/harness.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/comm/algorithms.h"
 #include "lowcomm/sim/collectives.h"
 
 using namespace lowcomm;
@@ -58,7 +59,8 @@ Real realRun(int n, const CollectiveSpec& s) {
     else if (s.op == "allgather") c.allgather(buf.data() + r * (count / n), buf.data(), count / n, comm::DType::f32);
     else if (s.op == "reduce_scatter")
       c.reduceScatter(buf.data(), out_buf.data(), count / n, comm::DType::f32, comm::ReduceOp::sum);
-    else if (s.op == "broadcast") c.broadcast(buf.data(), count, comm::DType::f32, s.root);
+    else if (s.op == "broadcast")  // the simulator runs the chain for Algo::chain, else the tree
+      c.broadcast(buf.data(), count, comm::DType::f32, s.root, s.algo == comm::Algo::chain ? s.algo : comm::Algo::tree);
     else if (s.op == "alltoall") c.alltoall(buf.data(), out_buf.data(), count / n, comm::DType::f32);
     const auto snap = c.meter().snapshot();
     out.sent[r] = snap.total.bytes_sent;
@@ -80,7 +82,8 @@ TEST(SimCollectives, SameBytesAndMessagesAsTheRealCommunicator) {
       {"allreduce", comm::Algo::ring, 3u << 20, 0},     {"allreduce", comm::Algo::ring, 4000, 0},
       {"allreduce", comm::Algo::halving_doubling, 6000, 0}, {"allreduce", comm::Algo::ordered, 600000, 0},
       {"allgather", comm::Algo::ring, 2u << 20, 0},     {"reduce_scatter", comm::Algo::ring, 3u << 20, 0},
-      {"broadcast", comm::Algo::ring, 5u << 20, 0},     {"alltoall", comm::Algo::ring, 1u << 20, 0}};
+      {"broadcast", comm::Algo::ring, 5u << 20, 0},     {"broadcast", comm::Algo::chain, 5u << 20, 0},
+      {"alltoall", comm::Algo::ring, 1u << 20, 0}};
   for (int n : {2, 3, 4, 6}) {
     for (const auto& c : cases) {
       auto s = spec(c.op, c.algo, c.bytes / (4 * n) * (4 * n));
@@ -118,6 +121,7 @@ TEST(SimCollectives, ClosedFormsUpTo64Ranks) {
     auto rs = simulateCollective(star(n, 1, 1), spec("reduce_scatter", comm::Algo::ring, S));
     auto a2a = simulateCollective(star(n, 1, 1), spec("alltoall", comm::Algo::ring, S));
     auto bc = simulateCollective(star(n, 1, 1), spec("broadcast", comm::Algo::ring, S));
+    auto chain = simulateCollective(star(n, 1, 1), spec("broadcast", comm::Algo::chain, S));
     auto hd = simulateCollective(star(n, 1, 1), spec("allreduce", comm::Algo::halving_doubling, S));
     auto bar = simulateCollective(star(n, 1, 1), spec("barrier", comm::Algo::ring, 0));
     for (int r = 0; r < n; ++r) {
@@ -126,8 +130,13 @@ TEST(SimCollectives, ClosedFormsUpTo64Ranks) {
       EXPECT_EQ(rs.bytes_sent[r], (n - 1) * S / n) << r;
       EXPECT_EQ(a2a.bytes_sent[r], (n - 1) * S / n) << r;
     }
-    // A broadcast delivers S to every rank but the root, whatever the tree.
+    // A broadcast delivers S to every rank but the root, whatever the tree; in the chain every
+    // rank but the last (rank n - 1 from root 0) sends it once.
     EXPECT_EQ(std::accumulate(bc.bytes_recv.begin(), bc.bytes_recv.end(), uint64_t{0}), (n - 1) * S);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(chain.bytes_recv[r], r == 0 ? 0 : S) << r;
+      EXPECT_EQ(chain.bytes_sent[r], r == n - 1 ? 0 : S) << r;
+    }
     // Halving-doubling moves at least the ring's bytes in total (equal for powers of two).
     const auto total = [](const std::vector<uint64_t>& v) { return std::accumulate(v.begin(), v.end(), uint64_t{0}); };
     EXPECT_GE(total(hd.bytes_sent), total(ring.bytes_sent));
@@ -226,6 +235,27 @@ TEST(SimCollectives, SegmentedBroadcastStreamsThroughTheTree) {
   const double two = 2.0 * static_cast<double>(s.bytes) / p.link_Bps;
   EXPECT_GT(t, two);
   EXPECT_LT(t, two * 1.05);
+}
+
+// The pipelined chain sends the buffer once per link: on 4 ranks with k segments it takes
+// (k + 2) segment times, k / (k + 2) of the link rate; 4 MiB (30 segments) reaches >= 0.9 of it
+// where the tree's root, sending twice, cannot pass 0.5.
+TEST(SimCollectives, ChainBroadcastReachesTheLinkRate) {
+  auto p = star(4, 1, 1);
+  p.link_latency_s = 0;
+  for (size_t bytes : {size_t{4} << 20, size_t{64} << 20}) {
+    SCOPED_TRACE(std::to_string(bytes) + " bytes");
+    auto s = spec("broadcast", comm::Algo::chain, bytes);
+    const double t = simulateCollective(p, s).time_s;
+    const double once = static_cast<double>(bytes) / p.link_Bps;
+    const size_t seg = comm::chainSegmentBytes(bytes, 4, s.segment_bytes);
+    const double k = std::ceil(static_cast<double>(bytes) / static_cast<double>(seg));
+    EXPECT_GT(t, once);
+    EXPECT_LT(t, once * (k + 2) / k * 1.02);
+    EXPECT_GT(once / t, 0.9);
+    auto tree = spec("broadcast", comm::Algo::tree, bytes);
+    EXPECT_GT(simulateCollective(p, tree).time_s, 1.8 * t);
+  }
 }
 
 // Ranks of one node talk through its loopback, not its network link: on 2 nodes x 2 the ring

@@ -57,6 +57,13 @@ void allreduceOrdered(Exchange& ex, const Group& g, char* buf, size_t count, DTy
 // Segmented binomial-tree broadcast from member `root`.
 void broadcastTree(Exchange& ex, const Group& g, char* buf, size_t bytes, int root, size_t seg_bytes,
                    uint32_t sub);
+// Pipelined chain broadcast from member `root` (src/comm/algo/broadcast_chain.cpp): segments of
+// chainSegmentBytes() stream down the members in rank order from the root, each link carrying
+// the buffer once; for bandwidth-bound sizes, where the tree's root sends it log2(n) times.
+inline constexpr size_t kChainMinSegment = 64 << 10;
+size_t chainSegmentBytes(size_t bytes, int n, size_t seg_bytes);
+void broadcastChain(Exchange& ex, const Group& g, char* buf, size_t bytes, int root, size_t seg_bytes,
+                    uint32_t sub);
 // Pairwise exchange: block j (block_bytes) of send goes to member j's recv block me.
 void alltoallPairwise(Exchange& ex, const Group& g, const char* send, char* recv, size_t block_bytes,
                       uint32_t sub);

@@ -29,9 +29,9 @@
 
 namespace lowcomm::comm {
 
-enum class Algo : uint8_t { automatic, ring, halving_doubling, hierarchical, ordered, shm, tree, pairwise, rails };
+enum class Algo : uint8_t { automatic, ring, halving_doubling, hierarchical, ordered, shm, tree, pairwise, rails, chain };
 const char* algoName(Algo a);
-Algo parseAlgo(const std::string& s);  // "auto", "ring", "hd", "hier", "rails", "ordered", "shm", ...
+Algo parseAlgo(const std::string& s);  // "auto", "ring", "hd", "hier", "rails", "ordered", "shm", "tree", "chain", ...
 
 // Shared memory for allreduce when every rank is on this host (same host key, lowcomm/net/shm.h):
 // automatic uses it when available, on requires it (ConfigError otherwise), off never.
@@ -72,7 +72,9 @@ class Communicator {
 
   // In place: buf holds count elements on every rank.
   void allreduce(void* buf, size_t count, DType dt, ReduceOp op, Algo algo = Algo::automatic);
-  void broadcast(void* buf, size_t count, DType dt, int root);
+  // From `root` to every rank: the binomial tree or the pipelined chain (Algo::tree, Algo::chain;
+  // automatic: autoBroadcast by size); another algorithm is a ConfigError.
+  void broadcast(void* buf, size_t count, DType dt, int root, Algo algo = Algo::automatic);
   // recv holds size()*count elements, rank i's block at i*count.
   void allgather(const void* send, void* recv, size_t count, DType dt);
   // recv holds sum(counts) elements, rank i's block after those of ranks < i.

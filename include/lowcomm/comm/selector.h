@@ -1,4 +1,4 @@
-// The automatic allreduce choice, shared by the communicator (Communicator::chooseAllreduce) and
+// The automatic allreduce and broadcast choices, shared by the communicator (Communicator::chooseAllreduce) and
 // the simulator (lowcomm simulate predict), so that a prediction runs what a real run would.
 #pragma once
 
@@ -13,5 +13,11 @@ namespace lowcomm::comm {
 // hierarchical across groups, else by size (halving-doubling for small buffers, the ring for
 // large ones).
 Algo autoAllreduce(size_t bytes, int world, int group_size);
+
+// The automatic broadcast of `bytes` on `world` ranks with pipelining segments of `seg_bytes`:
+// the pipelined chain once it has at least 2 (world - 1) segments (chainSegmentBytes), where
+// its (k + n - 2) segment times beat the tree's log2(n) copies from the root; the binomial
+// tree for smaller buffers (fewer latency-bound hops) and for 2 ranks (the same messages).
+Algo autoBroadcast(size_t bytes, int world, size_t seg_bytes);
 
 }  // namespace lowcomm::comm
