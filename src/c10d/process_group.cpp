@@ -7,6 +7,7 @@
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/c10d/store_adapter.h"
+#include "lowcomm/comm/tuned_table.h"
 
 namespace lowcomm::torchdist {
 
@@ -99,6 +100,8 @@ comm::CommOptions commOptionsFromEnv(std::chrono::milliseconds timeout) {
   o.debug_check = envFlag("LOWCOMM_DEBUG_CHECK") || (debug && std::string(debug) == "DETAIL");
   if (const char* a = std::getenv("LOWCOMM_ALLREDUCE_ALGO"); a && *a) o.allreduce_algo = comm::parseAlgo(a);
   if (const char* s = std::getenv("LOWCOMM_SHM"); s && *s) o.shm = comm::parseShmMode(s);
+  if (const char* t = std::getenv("LOWCOMM_TUNING"); t && *t)
+    o.tuned = std::make_shared<const comm::TunedTable>(comm::TunedTable::load(t));
   if (const char* t = std::getenv("LOWCOMM_JOB_TOKEN"); t && *t) o.auth_token = t;
   if (const char* l = std::getenv("LOCAL_WORLD_SIZE"); l && *l) o.group_size = std::atoi(l);
   return o;

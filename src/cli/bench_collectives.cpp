@@ -18,6 +18,7 @@
 #include "c10d_backend.h"
 #include "cli_util.h"
 #include "lowcomm/comm/selector.h"
+#include "lowcomm/comm/tuned_table.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/runtime/worker.h"
 
@@ -99,7 +100,7 @@ struct Case {
 void runOurs(comm::Communicator& c, Case& k, Algo algo) {
   if (k.op == "allreduce") c.allreduce(k.in.data(), k.count, k.dt, comm::ReduceOp::sum, algo);
   else if (k.op == "broadcast") c.broadcast(k.in.data(), k.count, k.dt, 0, algo);
-  else if (k.op == "allgather") c.allgather(k.in.data(), k.out.data(), k.count, k.dt);
+  else if (k.op == "allgather") c.allgather(k.in.data(), k.out.data(), k.count, k.dt, algo);
   else if (k.op == "reduce_scatter") c.reduceScatter(k.in.data(), k.out.data(), k.count, k.dt, comm::ReduceOp::sum);
   else if (k.op == "alltoall") c.alltoall(k.in.data(), k.out.data(), k.count, k.dt);
   else throw ConfigError("unknown op '" + k.op + "' (expected allreduce, allgather, broadcast, reduce_scatter, alltoall)");
@@ -164,23 +165,6 @@ void writeJson(const std::string& path, const std::vector<Row>& rows) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError("cannot rename '" + tmp + "' to '" + path + "'");
 }
 
-// Broadcast runs the --algos entries that are broadcast algorithms (tree, chain), else the
-// automatic choice.
-std::vector<std::string> broadcastAlgos(const std::vector<std::string>& algos) {
-  std::vector<std::string> out;
-  for (const auto& a : algos)
-    if (a == "tree" || a == "chain") out.push_back(a);
-  if (out.empty()) out.push_back("auto");
-  return out;
-}
-
-std::vector<std::string> allreduceAlgos(const std::vector<std::string>& algos) {
-  std::vector<std::string> out;
-  for (const auto& a : algos)
-    if (a != "tree" && a != "chain") out.push_back(a);
-  return out;
-}
-
 std::string opAlgo(const std::string& op) {
   if (op == "broadcast") return "tree";
   if (op == "alltoall") return "pairwise";
@@ -193,6 +177,7 @@ int worker(const CollectiveBenchOptions& o) {
   wo.comm.group_size = o.group_size;
   wo.comm.segment_bytes = o.segment_bytes;
   wo.comm.shm = o.shm;
+  if (!o.tuning.empty()) wo.comm.tuned = std::make_shared<const comm::TunedTable>(comm::TunedTable::load(o.tuning));
   wo.comm.shm_piece_bytes = o.shm_piece_bytes;
   wo.transport.iface = o.iface;
   wo.transport.address = o.address;
@@ -220,14 +205,17 @@ int worker(const CollectiveBenchOptions& o) {
   std::vector<Row> rows;
   int64_t total_wrong = 0;
   for (const auto& op : o.ops) {
-    std::vector<std::string> algos = op == "allreduce" ? allreduceAlgos(o.algos) : std::vector<std::string>{opAlgo(op)};
-    if (op == "broadcast") algos = broadcastAlgos(o.algos);
+    // Broadcast and allgather: the --algos entries naming theirs, else the automatic choice.
+    std::vector<std::string> algos = algosFor(op, o.algos);
+    if (algos.empty() && (op == "broadcast" || op == "allgather")) algos.push_back("auto");
+    if (algos.empty()) algos.push_back(opAlgo(op));
     for (size_t bytes : o.sizes) {
       const size_t es = comm::dtypeSize(o.dtype);
       Case k(op, o.dtype, n, rank, countFor(op, bytes, es, n));
       const size_t real_bytes = k.count * es * (op == "allgather" || op == "reduce_scatter" || op == "alltoall" ? n : 1);
       for (const auto& a : algos) {
-        const Algo algo = op == "allreduce" || op == "broadcast" ? comm::parseAlgo(a) : Algo::automatic;
+        const Algo algo = op == "allreduce" || op == "broadcast" || op == "allgather" ? comm::parseAlgo(a)
+                                                                                     : Algo::automatic;
         if (algo == Algo::shm && (!c.allLocal() || o.shm == comm::ShmMode::off)) {
           if (rank == 0 && bytes == o.sizes.front()) std::printf("# shm rows skipped: ranks do not share a host (or --shm off)\n");
           continue;
@@ -244,6 +232,8 @@ int worker(const CollectiveBenchOptions& o) {
           shown = std::string("auto:") + comm::algoName(c.chooseAllreduce(k.count * es));
         if (op == "broadcast" && algo == Algo::automatic)  // the row names what ran (calibration reads it)
           shown = comm::algoName(comm::autoBroadcast(k.count * es, n, c.options().segment_bytes));
+        if (op == "allgather" && algo == Algo::automatic)
+          shown = comm::algoName(comm::autoAllgather(n, c.options().group_size));
         rows.push_back(makeRow(k, shown, "lowcomm", real_bytes, us, wrong));
         if (rank == 0) printRow(rows.back());
       }
@@ -288,7 +278,7 @@ int benchCollectives(int argc, char** argv) {
       ->check(CLI::Range(1, 65536));
   app.add_option("--sizes", sizes, "LO:HI (powers of two) or a list, e.g. 4B:256MiB or 4B,64MiB")->capture_default_str();
   app.add_option("--ops", ops, "allreduce,allgather,broadcast,reduce_scatter,alltoall")->capture_default_str();
-  app.add_option("--algos", algos, "allreduce algorithms: auto,ring,hd,hier,rails,ordered,shm (shm only when all ranks share the host); broadcast: tree,chain (none listed: the automatic choice)")->capture_default_str();
+  app.add_option("--algos", algos, "allreduce algorithms: auto,ring,hd,hier,rails,ordered,shm (shm only when all ranks share the host); broadcast: tree,chain; allgather: ring,hier (none listed: the automatic choice)")->capture_default_str();
   app.add_option("--dtype", dtype, "f32, f64, f16, bf16, i32, i64, u8 (baseline only for f32)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "untimed calls per case")->capture_default_str();
   app.add_option("--iters", o.max_iters, "at most this many timed calls per case")->capture_default_str();
@@ -304,6 +294,7 @@ int benchCollectives(int argc, char** argv) {
   app.add_option("--group-size", o.group_size, "ranks per group for hier and rails (0 = LOCAL_WORLD_SIZE)")->capture_default_str();
   app.add_option("--shm", shm, "shared memory for allreduce among local ranks: auto, on, off")->capture_default_str();
   app.add_option("--shm-piece", o.shm_piece_bytes, "shared-memory pipelining unit, bytes")->capture_default_str();
+  app.add_option("--tuning", o.tuning, "a `simulate tune` file: the auto allreduce rows follow it");
   app.add_option("--segment", o.segment_bytes, "pipelining segment of ring/tree algorithms, bytes")->capture_default_str();
   app.add_option("--timeout", o.timeout_s, "per-operation timeout in seconds")
       ->check(CLI::Range(1, 30 * 24 * 3600))
@@ -317,7 +308,8 @@ int benchCollectives(int argc, char** argv) {
   o.dtype = comm::parseDType(dtype);
   o.shm = comm::parseShmMode(shm);
   for (const auto& a : o.algos) comm::parseAlgo(a);  // fail before launching anything
-  if (std::find(o.ops.begin(), o.ops.end(), "allreduce") != o.ops.end() && allreduceAlgos(o.algos).empty())
+  if (!o.tuning.empty()) comm::TunedTable::load(o.tuning);
+  if (std::find(o.ops.begin(), o.ops.end(), "allreduce") != o.ops.end() && algosFor("allreduce", o.algos).empty())
     throw ConfigError("--algos '" + algos + "' names no allreduce algorithm (tree and chain are broadcast's)");
   if (o.warmup < 0 || o.min_iters < 1 || o.max_iters < o.min_iters)
     throw ConfigError("need --warmup >= 0 and 1 <= --min-iters <= --iters");

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/comm/selector.h"
 
 namespace lowcomm::cli {
 
@@ -15,6 +16,18 @@ std::vector<std::string> splitList(const std::string& s) {
     if (end == std::string::npos) end = s.size();
     if (end > start) out.push_back(s.substr(start, end - start));
     start = end + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> algosFor(const std::string& op, const std::vector<std::string>& algos) {
+  std::vector<std::string> out;
+  for (const auto& a : algos) {
+    const bool broadcast_only = a == "tree" || a == "chain";
+    if (op == "allreduce" ? !broadcast_only
+                          : (op == "broadcast" || op == "allgather") && a != "auto" && a != "ina" &&
+                                comm::algoRuns(op, comm::parseAlgo(a)))
+      out.push_back(a);
   }
   return out;
 }

@@ -27,6 +27,7 @@ struct CollectiveBenchOptions {
   int timeout_s = 300;
   size_t segment_bytes = 1 << 20;
   comm::ShmMode shm = comm::ShmMode::automatic;
+  std::string tuning;                  // a `simulate tune` file for the automatic allreduce
   size_t shm_piece_bytes = 256 << 10;
 };
 
@@ -35,5 +36,9 @@ std::vector<size_t> parseSizes(const std::string& spec);
 size_t parseSize(const std::string& s);  // "4B", "8KiB", "64MiB", "1GiB", "1k", "4M"
 std::string formatSize(size_t bytes);
 std::vector<std::string> splitList(const std::string& s);
+// The --algos entries that run `op`: for allreduce every entry but broadcast's (tree, chain);
+// for broadcast and allgather the entries naming one of their algorithms (not auto); for other
+// ops none. Empty: the caller runs the op's default.
+std::vector<std::string> algosFor(const std::string& op, const std::vector<std::string>& algos);
 
 }  // namespace lowcomm::cli

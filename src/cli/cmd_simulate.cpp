@@ -48,7 +48,7 @@ int simulateCollectives(int argc, char** argv) {
   app.add_option("--ops", ops, "allreduce,allgather,broadcast,reduce_scatter,alltoall,barrier")->capture_default_str();
   app.add_option("--algos", algos,
                  "allreduce algorithms: ring,hd,hier,rails,ordered, and ina (in-network aggregation: the star's switch "
-                 "sums, one rank per node); broadcast: tree,chain (none listed: tree)")
+                 "sums, one rank per node); broadcast: tree,chain (none listed: tree); allgather: ring,hier (none listed: ring)")
       ->capture_default_str();
   app.add_option("--topology", topology,
                  "star (the emulated cluster's), or rail (rail-optimised: a NIC per rank on rail switch = local rank)")
@@ -93,10 +93,8 @@ int simulateCollectives(int argc, char** argv) {
               "inter-node B");
   for (const auto& op : splitList(ops)) {
     auto op_algos = std::vector<std::string>{sim::simulatedAlgorithms(op)[0]};
-    if (op == "allreduce" || op == "broadcast") {  // --algos' entries for this op (tree, chain: broadcast's)
-      std::vector<std::string> mine;
-      for (const auto& a : splitList(algos))
-        if ((a == "tree" || a == "chain") == (op == "broadcast")) mine.push_back(a);
+    if (op == "allreduce" || op == "broadcast" || op == "allgather") {  // --algos' entries for this op
+      const auto mine = algosFor(op, splitList(algos));
       if (!mine.empty() || op == "allreduce") op_algos = mine;
     }
     for (const auto& algo : op_algos) {
@@ -104,7 +102,8 @@ int simulateCollectives(int argc, char** argv) {
         sim::CollectiveSpec s;
         s.op = op;
         const bool ina = op == "allreduce" && algo == "ina";
-        s.algo = (op == "allreduce" && !ina) || op == "broadcast" ? comm::parseAlgo(algo) : comm::Algo::ring;
+        s.algo = (op == "allreduce" && !ina) || op == "broadcast" || op == "allgather" ? comm::parseAlgo(algo)
+                                                                                       : comm::Algo::ring;
         s.bytes = op == "barrier" ? 0 : roundedBytes(op, requested, es, n);
         s.dtype = dt;
         s.segment_bytes = segment;
@@ -203,7 +202,7 @@ int simulateCalibrate(int argc, char** argv) {
 
 int cmdSimulate(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::cout << "usage: lowcomm simulate collectives|calibrate|replay|validate|predict [options]   (see --help)\n";
+    std::cout << "usage: lowcomm simulate collectives|calibrate|replay|validate|predict|tune [options]   (see --help)\n";
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "collectives")) return simulateCollectives(argc - 1, argv + 1);
@@ -211,8 +210,9 @@ int cmdSimulate(int argc, char** argv) {
   if (!std::strcmp(argv[1], "replay")) return simulateReplay(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "validate")) return simulateValidate(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "predict")) return simulatePredict(argc - 1, argv + 1);
+  if (!std::strcmp(argv[1], "tune")) return simulateTune(argc - 1, argv + 1);
   throw ConfigError(std::string("unknown simulation '") + argv[1] +
-                    "' (expected: collectives, calibrate, replay, validate, predict)");
+                    "' (expected: collectives, calibrate, replay, validate, predict, tune)");
 }
 
 }  // namespace lowcomm::cli

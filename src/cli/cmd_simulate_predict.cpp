@@ -76,7 +76,7 @@ int simulatePredict(int argc, char** argv) {
   app.add_option("--leaf-size", base.leaf_size, "fat-tree: nodes per leaf switch")->capture_default_str();
   app.add_option("--oversubscription", base.oversubscription, "fat-tree: a leaf's node links over its uplinks")
       ->capture_default_str();
-  app.add_option("--algo", po.algo, "allreduce algorithm: auto, recorded, ring, hd, hier or rails")->capture_default_str();
+  app.add_option("--algo", po.algo, "allreduce algorithm: auto, recorded, ring, hd, hier or rails (allgather: ring, hier or recorded as named, else automatic)")->capture_default_str();
   app.add_flag("--ina", base.in_network_aggregation,
                "in-network aggregation: the star's switch sums every allreduce (SwitchML-like; one rank per node)");
   app.add_option("--groups", po.groups,

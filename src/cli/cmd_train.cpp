@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/comm/tuned_table.h"
 #include "lowcomm/net/env.h"
 #include "lowcomm/runtime/worker.h"
 #include "lowcomm/train/checkpoint.h"
@@ -26,6 +27,9 @@ comm::CommOptions commOptions(const train::TrainConfig& c) {
   comm::CommOptions o;
   o.timeout = std::chrono::seconds(c.comm.timeout_s);
   o.allreduce_algo = comm::parseAlgo(c.comm.algo);
+  o.allgather_algo = comm::parseAlgo(c.comm.allgather);
+  if (!c.comm.tuning.empty())
+    o.tuned = std::make_shared<const comm::TunedTable>(comm::TunedTable::load(c.comm.tuning));  // errors name the file
   o.shm = comm::parseShmMode(c.comm.shm);
   o.deterministic = c.comm.deterministic;
   o.debug_check = c.comm.debug_check;
@@ -175,6 +179,10 @@ int cmdTrain(int argc, char** argv) {
     t.address = "127.0.0.1";
     world = comm::Communicator::create(std::make_shared<net::MemoryStore>(), 0, 1, commOptions(cfg), t);
   }
+  const int gs = world->options().group_size;
+  if (cfg.comm.allgather == "hier" && world->size() > 1 && !(gs > 1 && gs < world->size()))
+    throw ConfigError("comm.allgather = \"hier\" needs nodes of several ranks and more than one node (ranks per node " +
+                      std::to_string(gs) + ", world " + std::to_string(world->size()) + ")");
   train::TrainOptions to;
   to.summary_path = summary;
   to.timeline_path = timeline;

@@ -6,4 +6,5 @@ namespace lowcomm::cli {
 int simulateReplay(int argc, char** argv);
 int simulateValidate(int argc, char** argv);
 int simulatePredict(int argc, char** argv);  // cmd_simulate_predict.cpp
+int simulateTune(int argc, char** argv);     // cmd_simulate_tune.cpp
 }  // namespace lowcomm::cli

@@ -86,7 +86,7 @@ void Communicator::detectLocality() {
   uint64_t h = 1469598103934665603ull;  // FNV-1a of the host key
   for (char ch : net::hostKey()) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
   std::vector<uint64_t> all(size_);
-  allgatherImpl(&h, 1, all.data(), std::vector<size_t>(size_, 1), DType::i64, "setup");
+  allgatherImpl(&h, 1, all.data(), std::vector<size_t>(size_, 1), DType::i64, "setup", Algo::ring);
   all_local_ = std::all_of(all.begin(), all.end(), [&](uint64_t x) { return x == h; });
   std::vector<bool> same(size_);
   for (int r = 0; r < size_; ++r) same[r] = all[r] == h;
@@ -224,17 +224,24 @@ void Communicator::broadcast(void* buf, size_t count, DType dt, int root, Algo a
   else broadcastTree(ex, g, static_cast<char*>(buf), bytes, root, opts_.segment_bytes, 0);
 }
 
-void Communicator::allgather(const void* send, void* recv, size_t count, DType dt) {
-  allgatherv(send, count, recv, std::vector<size_t>(size_, count), dt);
+void Communicator::allgather(const void* send, void* recv, size_t count, DType dt, Algo algo) {
+  allgatherv(send, count, recv, std::vector<size_t>(size_, count), dt, algo);
 }
 
 void Communicator::allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                              DType dt) {
-  allgatherImpl(send, send_count, recv, counts, dt, "allgather");
+                              DType dt, Algo algo) {
+  if (algo == Algo::automatic) algo = opts_.allgather_algo;
+  if (!algoRuns("allgather", algo))
+    throw ConfigError(std::string("algorithm '") + algoName(algo) + "' cannot run allgather (ring or hier)");
+  if (algo == Algo::automatic) algo = autoAllgather(size_, opts_.group_size);
+  if (algo == Algo::hierarchical && size_ > 1 && (opts_.group_size < 2 || opts_.group_size >= size_))
+    throw ConfigError("algorithm 'hier' for allgather needs a group size between 2 and " + std::to_string(size_ - 1) +
+                      " (ranks per node), got " + std::to_string(opts_.group_size));
+  allgatherImpl(send, send_count, recv, counts, dt, "allgather", algo);
 }
 
 void Communicator::allgatherImpl(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                                 DType dt, const char* op) {
+                                 DType dt, const char* op, Algo algo) {
   if (counts.size() != static_cast<size_t>(size_))
     throw ConfigError("allgatherv: " + std::to_string(counts.size()) + " counts given for " + std::to_string(size_) +
                       " ranks");
@@ -243,7 +250,7 @@ void Communicator::allgatherImpl(const void* send, size_t send_count, void* recv
                       " elements but counts[" + std::to_string(rank_) + "] = " + std::to_string(counts[rank_]));
   size_t total = 0;
   for (size_t c : counts) total += c;
-  checkFingerprint("allgatherv", total, dt, 0);
+  checkFingerprint("allgatherv", total, dt, static_cast<int>(algo));
   const size_t es = dtypeSize(dt);
   std::vector<size_t> off(size_ + 1, 0);
   for (int i = 0; i < size_; ++i) off[i + 1] = off[i] + counts[i] * es;
@@ -255,9 +262,14 @@ void Communicator::allgatherImpl(const void* send, size_t send_count, void* recv
     std::string per;
     for (int i = 0; i < size_; ++i) per += (i ? "," : "") + std::to_string(off[i + 1] - off[i]);
     rec.args["rank_bytes"] = per;
+    rec.args["algo"] = algoName(algo);
+    rec.args["segment"] = std::to_string(opts_.segment_bytes);
+    if (algo == Algo::hierarchical) rec.args["group_size"] = std::to_string(opts_.group_size);
   }
   GlooExchange ex(*link_, *meter_, op, phase_, opts_.timeout, link_->nextSeq());
-  ringAllgather(ex, Group::world(rank_, size_), out, off, opts_.segment_bytes, 0);
+  const Group g = Group::world(rank_, size_);
+  if (algo == Algo::hierarchical) allgatherHierarchical(ex, g, opts_.group_size, out, off, opts_.segment_bytes);
+  else ringAllgather(ex, g, out, off, opts_.segment_bytes, 0);
 }
 
 void Communicator::reduceScatter(const void* send, void* recv, size_t recv_count, DType dt, ReduceOp op) {
@@ -399,7 +411,7 @@ int Communicator::recvAny(void* buf, size_t bytes, const std::vector<int>& srcs,
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   std::vector<int32_t> mine = {color, key, rank_};
   std::vector<int32_t> all(3 * size_);
-  allgatherImpl(mine.data(), 3, all.data(), std::vector<size_t>(size_, 3), DType::i32, "setup");
+  allgatherImpl(mine.data(), 3, all.data(), std::vector<size_t>(size_, 3), DType::i32, "setup", Algo::ring);
   const uint64_t id = splits_++;
   if (color < 0) return nullptr;
   std::vector<std::pair<int, int>> members;  // (key, rank)

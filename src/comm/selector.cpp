@@ -5,6 +5,7 @@
 #include "lowcomm/comm/communicator.h"
 #include "lowcomm/comm/algorithms.h"
 #include "lowcomm/comm/selector.h"
+#include "lowcomm/comm/tuned_table.h"
 
 namespace lowcomm::comm {
 
@@ -61,8 +62,7 @@ Algo Communicator::chooseAllreduce(size_t bytes, Algo forced) const {
   if (opts_.deterministic) return shm_ok ? Algo::shm : Algo::ordered;
   if (forced == Algo::automatic) forced = opts_.allreduce_algo;
   if (forced != Algo::automatic) {
-    if (forced != Algo::ring && forced != Algo::halving_doubling && forced != Algo::hierarchical &&
-        forced != Algo::rails && forced != Algo::ordered && forced != Algo::shm)
+    if (!algoRuns("allreduce", forced))
       throw ConfigError(std::string("algorithm '") + algoName(forced) + "' cannot run allreduce");
     if (forced == Algo::shm && !shm_ok)
       throw ConfigError(opts_.shm == ShmMode::off ? "algorithm 'shm' requested but shared memory is off"
@@ -70,6 +70,10 @@ Algo Communicator::chooseAllreduce(size_t bytes, Algo forced) const {
     return forced;
   }
   if (shm_ok && size_ > 1) return Algo::shm;
+  if (opts_.tuned) {
+    const Algo tuned = opts_.tuned->choose(bytes, size_, opts_.group_size);
+    if (tuned != Algo::automatic) return tuned;
+  }
   return autoAllreduce(bytes, size_, opts_.group_size);
 }
 
@@ -85,6 +89,21 @@ Algo autoBroadcast(size_t bytes, int world, size_t seg_bytes) {
   const size_t seg = chainSegmentBytes(bytes, world, seg_bytes);
   const size_t segments = (bytes + seg - 1) / seg;
   return segments >= 2 * static_cast<size_t>(world - 1) ? Algo::chain : Algo::tree;
+}
+
+Algo autoAllgather(int world, int group_size) {
+  return group_size > 1 && group_size < world ? Algo::hierarchical : Algo::ring;
+}
+
+bool algoRuns(const std::string& op, Algo a) {
+  if (a == Algo::automatic) return true;
+  if (op == "allreduce")
+    return a == Algo::ring || a == Algo::halving_doubling || a == Algo::hierarchical || a == Algo::rails ||
+           a == Algo::ordered || a == Algo::shm;
+  if (op == "broadcast") return a == Algo::tree || a == Algo::chain;
+  if (op == "allgather" || op == "allgatherv") return a == Algo::ring || a == Algo::hierarchical;
+  if (op == "alltoall") return a == Algo::pairwise;
+  return false;
 }
 
 }  // namespace lowcomm::comm

@@ -18,7 +18,8 @@ bool simulated(const std::string& op, const std::string& algo) {
   if (op == "allreduce") return algo == "ring" || algo == "hd" || algo == "hier" || algo == "rails" || algo == "ordered";
   if (op == "broadcast") return algo == "tree" || algo == "chain";
   if (op == "alltoall") return algo == "pairwise";
-  return (op == "allgather" || op == "reduce_scatter") && algo == "ring";
+  if (op == "allgather") return algo == "ring" || algo == "hier";
+  return op == "reduce_scatter" && algo == "ring";
 }
 
 // Minimum of f on [lo, hi] (unimodal), golden-section search.
@@ -79,7 +80,8 @@ std::vector<MeasuredRow> readMeasured(const std::string& path) {
 CollectiveSpec specFor(const MeasuredRow& row, const PlatformSpec& p, size_t segment_bytes) {
   CollectiveSpec s;
   s.op = row.op;
-  s.algo = row.op == "allreduce" || row.op == "broadcast" ? comm::parseAlgo(row.algo) : comm::Algo::ring;
+  s.algo = row.op == "allreduce" || row.op == "broadcast" || row.op == "allgather" ? comm::parseAlgo(row.algo)
+                                                                                   : comm::Algo::ring;
   const size_t unit = (row.op == "allgather" || row.op == "reduce_scatter" || row.op == "alltoall")
                           ? 4 * static_cast<size_t>(p.world())
                           : 4;

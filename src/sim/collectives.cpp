@@ -20,7 +20,8 @@ using comm::Algo;
 
 std::vector<std::string> simulatedAlgorithms(const std::string& op) {
   if (op == "allreduce") return {"ring", "hd", "hier", "rails", "ordered"};
-  if (op == "allgather" || op == "reduce_scatter") return {"ring"};
+  if (op == "allgather") return {"ring", "hier"};
+  if (op == "reduce_scatter") return {"ring"};
   if (op == "broadcast") return {"tree", "chain"};
   if (op == "alltoall") return {"pairwise"};
   if (op == "barrier") return {"dissemination"};
@@ -33,10 +34,11 @@ namespace {
 void checkSpec(const PlatformSpec& p, const CollectiveSpec& s) {
   const auto algos = simulatedAlgorithms(s.op);
   const size_t es = comm::dtypeSize(s.dtype);
-  if (s.op == "allreduce") {
+  if (s.op == "allreduce" || s.op == "allgather") {
     const std::string a = comm::algoName(s.algo);
     if (std::find(algos.begin(), algos.end(), a) == algos.end())
-      throw ConfigError("simulate: allreduce algorithm '" + a + "' is not simulated (known: ring, hd, hier, rails, ordered)");
+      throw ConfigError("simulate: " + s.op + " algorithm '" + a + "' is not simulated (known: " +
+                        (s.op == "allreduce" ? "ring, hd, hier, rails, ordered)" : "ring, hier)"));
     const int group = s.group_size > 0 ? s.group_size : p.ppn;
     if ((s.algo == Algo::hierarchical || s.algo == Algo::rails) && (group < 2 || group >= p.world() || p.world() % group != 0))
       throw ConfigError("simulate: " + a + " needs a group size that divides the world and is between 2 and world - 1 (group " +

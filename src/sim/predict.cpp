@@ -24,6 +24,14 @@ comm::Algo allreduceAlgo(const CallSpec& c, int members, const PlatformSpec& p, 
   throw ConfigError("simulate predict: --algo '" + algo + "': expected auto, recorded, ring, hd, hier or rails");
 }
 
+// Allgather(v) under --algo: ring and hier as asked, recorded as recorded, else the automatic choice.
+comm::Algo allgatherAlgo(const CallSpec& c, int members, const PlatformSpec& p, const std::string& algo) {
+  if (algo == "recorded") return c.algo;
+  if (algo == "ring") return comm::Algo::ring;
+  if (algo == "hier") return comm::Algo::hierarchical;
+  return comm::autoAllgather(members, p.ppn);
+}
+
 // The size at the new world of the group a call of rank 0 ran over (0: the whole world). A group
 // must be the block of ranks 0 .. g-1 (rank 0's block of equal, contiguous groups).
 int groupSize(const CallSpec& c, int recorded_world, const PlatformSpec& p, const std::string& groups) {
@@ -68,6 +76,8 @@ CallSpec rescale(const CallSpec& c, int recorded_world, int members, const Platf
     const uint64_t share = total / static_cast<uint64_t>(recorded);
     out.rank_bytes.assign(n, share);
     out.bytes = share * n;
+    out.algo = allgatherAlgo(c, members, p, algo);
+    out.group_size = p.ppn;
   } else if (c.op == "reduce_scatter" || c.op == "alltoall") {
     // Whole buffer kept; a rank's part must stay whole elements.
     const uint64_t unit = comm::dtypeSize(c.dtype) * n;

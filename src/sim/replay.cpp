@@ -65,7 +65,8 @@ std::string groupKey(const CallSpec& c) {
 bool coarsens(const Shared& sh, const CallSpec& c) {
   const int n = sh.net.world();
   return sh.coarse.max_ring > 1 && n > sh.coarse.max_ring && c.ranks.empty() &&
-         (c.op == "allgatherv" || (c.op == "allreduce" && c.algo == comm::Algo::ring && !sh.net.ina));
+         c.algo == comm::Algo::ring &&
+         (c.op == "allgatherv" || (c.op == "allreduce" && !sh.net.ina));
 }
 
 // Runs `c` on `rank` (its group's or the world's) and returns the bytes and messages it sent;

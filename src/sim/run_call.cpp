@@ -61,7 +61,10 @@ void runCall(SimExchange& ex, const comm::Group& g, const CallSpec& c, int defau
                     std::to_string(n));
       for (int i = 0; i < n; ++i) off[i + 1] = off[i] + c.rank_bytes[i];
     }
-    comm::ringAllgather(ex, g, buf, off, c.segment_bytes, 0);
+    if (c.algo == Algo::hierarchical)
+      comm::allgatherHierarchical(ex, g, c.group_size > 0 ? c.group_size : default_group, buf, off, c.segment_bytes);
+    else
+      comm::ringAllgather(ex, g, buf, off, c.segment_bytes, 0);
   } else if (c.op == "reduce_scatter") {
     const size_t per = c.bytes / es / n;
     std::vector<size_t> off(n + 1);

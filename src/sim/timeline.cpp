@@ -45,6 +45,7 @@ CallSpec callOf(const Ev& e, const std::string& path) {
     c.bytes = std::stoull(arg(e, "bytes", "0"));
     c.dtype = comm::parseDType(arg(e, "dtype", "u8"));
     if (c.op == "allreduce") c.algo = comm::parseAlgo(arg(e, "algo", "ring"));
+    if (c.op == "allgatherv") c.algo = comm::parseAlgo(arg(e, "algo", "ring"));  // before hier: always the ring
     if (c.op == "broadcast") c.algo = comm::parseAlgo(arg(e, "algo", "tree"));  // before chain: always the tree
     c.segment_bytes = std::stoull(arg(e, "segment", std::to_string(1 << 20)));
     c.group_size = std::stoi(arg(e, "group_size", "0"));

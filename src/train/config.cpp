@@ -237,6 +237,8 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("compress.auto_recheck_every", compress.auto_recheck_every, int64_t),
       LC_FIELD("comm.timeout_s", comm.timeout_s, int64_t),
       LC_FIELD("comm.algo", comm.algo, std::string),
+      LC_FIELD("comm.allgather", comm.allgather, std::string),
+      LC_FIELD("comm.tuning", comm.tuning, std::string),
       LC_FIELD("comm.shm", comm.shm, std::string),
       LC_FIELD("comm.deterministic", comm.deterministic, bool),
       LC_FIELD("comm.debug_check", comm.debug_check, bool),
@@ -443,6 +445,7 @@ void validate(const TrainConfig& c, const std::string& where) {
   // Deadlines are steady_clock time points in nanoseconds: a timeout of centuries overflows them.
   if (c.comm.timeout_s > kMaxTimeoutS) bad(where, "comm.timeout_s", "must be at most " + std::to_string(kMaxTimeoutS) + " (30 days)");
   oneOf(where, "comm.algo", c.comm.algo, {"auto", "ring", "hd", "hier", "rails", "ordered", "shm"});
+  oneOf(where, "comm.allgather", c.comm.allgather, {"auto", "ring", "hier"});
   oneOf(where, "comm.shm", c.comm.shm, {"auto", "on", "off"});
   positive("logging.log_every", static_cast<double>(c.logging.log_every));
   nonneg("logging.eval_every", static_cast<double>(c.logging.eval_every));

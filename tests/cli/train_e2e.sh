@@ -41,6 +41,19 @@ for n in 0 -2; do
   grep -q -- "--nproc" "$tmp/out4" || { cat "$tmp/out4"; echo "FAIL: --nproc $n error does not name the option"; exit 1; }
   [ ! -e "$tmp/nproc$n" ] || { echo "FAIL: --nproc $n wrote $tmp/nproc$n"; exit 1; }
 done
+# comm.allgather = "hier" with every rank on one node has no groups to span: an error naming the key
+# from every rank, before anything is written.
+if "$LOWCOMM" train --nproc 2 "${common[@]}" --set comm.allgather=hier --set logging.out_dir="$tmp/aghier" > "$tmp/out5" 2>&1; then
+  echo "FAIL: comm.allgather=hier accepted on one node"; exit 1
+fi
+grep -q "comm.allgather" "$tmp/out5" || { cat "$tmp/out5"; echo "FAIL: the error does not name comm.allgather"; exit 1; }
+[ ! -e "$tmp/aghier" ] || { echo "FAIL: comm.allgather=hier wrote $tmp/aghier"; exit 1; }
+# comm.tuning naming a file that is not there: an error naming the file, before anything is written.
+if "$LOWCOMM" train "${common[@]}" --set comm.tuning="$tmp/no_tuning.json" --set logging.out_dir="$tmp/tun" > "$tmp/out6" 2>&1; then
+  echo "FAIL: a missing comm.tuning file was accepted"; exit 1
+fi
+grep -q "no_tuning.json" "$tmp/out6" || { cat "$tmp/out6"; echo "FAIL: the error does not name the tuning file"; exit 1; }
+[ ! -e "$tmp/tun" ] || { echo "FAIL: a bad comm.tuning wrote $tmp/tun"; exit 1; }
 # Per-phase compute from the timeline: every step of this DDP run is one "ddp" phase event.
 /usr/bin/python3 "$TOOLS/timeline_phases.py" "$tmp/t.json" > "$tmp/phases" \
   || { cat "$tmp/phases"; echo "FAIL: timeline_phases.py failed"; exit 1; }
@@ -52,4 +65,4 @@ r = rows[0]
 assert r["steps"] == 30, r
 assert 0 < r["forward_ms"] < r["compute_ms"] <= r["step_ms"], r
 PY
-echo "train_e2e: 5 passed, 0 failed"
+echo "train_e2e: 7 passed, 0 failed"

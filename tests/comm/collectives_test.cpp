@@ -83,6 +83,44 @@ TEST_P(Collectives, AllgathervWithUnevenAndEmptyBlocks) {
   }
 }
 
+// The hierarchical allgather(v) with every group size that leaves more than one group (the
+// last group smaller where it does not divide the world), uneven and empty blocks, 1 KiB segments
+// (many per block), forced and as the automatic choice; without a group size it is refused.
+TEST_P(Collectives, AllgathervHierarchicalEveryGroupSize) {
+  const DType dt = DType::f32;
+  for (int gs = 2; gs < n(); ++gs) {
+    CommOptions opts;
+    opts.segment_bytes = 1024;
+    opts.timeout = std::chrono::seconds(30);
+    opts.group_size = gs;
+    auto comms = test::makeComms(n(), opts);
+    for (Algo algo : {Algo::hierarchical, Algo::automatic})
+      for (size_t scale : {size_t{0}, size_t{1}, size_t{997}}) {
+        std::vector<size_t> counts(n());
+        for (int r = 0; r < n(); ++r) counts[r] = (r % 3 == 1) ? 0 : scale * r + 3;
+        const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+        std::vector<std::vector<float>> out(n(), std::vector<float>(total + 1, -1.f));
+        test::onRanks(n(), [&](int r) {
+          auto in = test::filled(r, counts[r], dt);
+          comms[r]->allgatherv(in.data(), counts[r], out[r].data(), counts, dt, algo);
+        });
+        for (int r = 0; r < n(); ++r) {
+          size_t at = 0;
+          for (int src = 0; src < n(); ++src)
+            for (size_t i = 0; i < counts[src]; ++i, ++at)
+              ASSERT_EQ(out[r][at], test::valueOf(src, i, dt))
+                  << algoName(algo) << " groups of " << gs << " scale " << scale << " rank " << r << " src " << src;
+          ASSERT_EQ(out[r][total], -1.f) << "wrote past the end";
+        }
+      }
+  }
+  if (n() > 1)
+    test::onRanks(n(), [&](int r) {  // the fixture's communicators have no group size
+      float x = 0, all[8];
+      EXPECT_THROW(comms_[r]->allgather(&x, all, 1, dt, Algo::hierarchical), ConfigError);
+    });
+}
+
 // Also in place (the result lands in the rank's own block of the input, ZeRO's use).
 TEST_P(Collectives, ReduceScatterEveryOp) {
   for (bool in_place : {false, true}) {
@@ -324,6 +362,7 @@ TEST(CollectivesArgs, BadArgumentsAreConfigErrors) {
     EXPECT_THROW(comms[r]->broadcast(&x, 1, DType::i32, 2), ConfigError);
     EXPECT_THROW(comms[r]->broadcast(&x, 1, DType::i32, 0, Algo::ring), ConfigError);  // not a broadcast algorithm
     EXPECT_THROW(comms[r]->allgatherv(&x, 1, &x, {1}, DType::i32), ConfigError);
+    EXPECT_THROW(comms[r]->allgather(&x, &x, 1, DType::i32, Algo::tree), ConfigError);  // not an allgather algorithm
     EXPECT_THROW(comms[r]->send(&x, 4, r, 0), ConfigError);
     EXPECT_THROW(comms[r]->exchange({{r, &x, 4}}, {}), ConfigError);
     EXPECT_THROW(comms[r]->exchange({}, {{1 - r, &x, 4}, {1 - r, &x, 4}}), ConfigError);

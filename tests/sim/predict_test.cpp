@@ -112,6 +112,14 @@ TEST(SimPredict, AutoChoosesWhatTheCommunicatorWould) {
   auto p2 = p;
   p2.ppn = 2;
   EXPECT_EQ(extrapolate(big, 2, p2, {})[0].calls[0].algo, comm::Algo::hierarchical);
+  // An allgatherv: the ring on one rank per node, hierarchical on 2 per node, as recorded if asked.
+  for (auto& c : big.calls) c.op = "allgatherv", c.rank_bytes = {c.bytes / 2, c.bytes / 2};
+  EXPECT_EQ(extrapolate(big, 2, p, {})[0].calls[0].algo, comm::Algo::ring);
+  const auto hier = extrapolate(big, 2, p2, {});
+  EXPECT_EQ(hier[0].calls[0].algo, comm::Algo::hierarchical);
+  EXPECT_EQ(hier[0].calls[0].group_size, 2);
+  EXPECT_EQ(extrapolate(big, 2, p2, {"recorded"})[0].calls[0].algo, comm::Algo::ring);
+  EXPECT_GT(replay(p2, hier).predicted_step_s, 0.035);  // the hierarchical program runs
 }
 
 TEST(SimPredict, StepWorkIsTheRecordedComputeAndCodecTime) {

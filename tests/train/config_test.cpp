@@ -142,6 +142,8 @@ TEST(Config, ErrorsNameTheFileAndKey) {
   EXPECT_NE(e.find("--set"), std::string::npos) << e;
   e = errorOf("", {"comm.algo=fastest"});
   EXPECT_NE(e.find("comm.algo"), std::string::npos) << e;
+  e = errorOf("", {"comm.allgather=tree"});  // an algorithm, but not an allgather's
+  EXPECT_NE(e.find("comm.allgather"), std::string::npos) << e;
 }
 
 // Every numeric key has a range: a value LibTorch would reject later (AdamW's betas), one that

@@ -39,6 +39,11 @@ Posted postRingAllgather(Exchange& ex, const Group& g, char* buf, const std::vec
                          size_t seg_bytes, uint32_t sub);
 void ringAllgather(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off_bytes,
                    size_t seg_bytes, uint32_t sub, const Posted* posted = nullptr);
+// Two-level allgather(v) (src/comm/algo/allgather_hierarchical.cpp): blocks gathered on each
+// group's leader, the leaders' ring over group blocks, then a broadcast inside each group; only
+// leaders cross group boundaries.
+void allgatherHierarchical(Exchange& ex, const Group& g, int group_size, char* buf,
+                           const std::vector<size_t>& off_bytes, size_t seg_bytes);  // uses subs 0..2
 
 void allreduceRing(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
                    size_t seg_bytes, uint32_t sub, Scratch& scratch);  // uses sub and sub+1

@@ -38,12 +38,18 @@ Algo parseAlgo(const std::string& s);  // "auto", "ring", "hd", "hier", "rails",
 enum class ShmMode : uint8_t { automatic, on, off };
 ShmMode parseShmMode(const std::string& s);
 
+class TunedTable;  // lowcomm/comm/tuned_table.h
+
 struct CommOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // every operation
   std::chrono::milliseconds connect_timeout{0};  // rendezvous and split(); 0 = `timeout`
   bool deterministic = false;   // allreduce always uses the rank-ordered algorithm
   bool debug_check = false;     // fingerprint exchange before every collective
   Algo allreduce_algo = Algo::automatic;
+  Algo allgather_algo = Algo::automatic;  // allgather(v) when the call names none (ring, hierarchical)
+  // The automatic allreduce from a tuning file (`lowcomm simulate tune`) where it has rules for
+  // this communicator's (size, group_size); else the fixed size table (selector.h).
+  std::shared_ptr<const TunedTable> tuned;
   size_t segment_bytes = 1 << 20;  // pipelining granularity of ring/tree algorithms
   int group_size = 0;  // hierarchical, rails: ranks per group (a node); 0 = LOCAL_WORLD_SIZE passed in
   ShmMode shm = ShmMode::automatic;
@@ -75,11 +81,14 @@ class Communicator {
   // From `root` to every rank: the binomial tree or the pipelined chain (Algo::tree, Algo::chain;
   // automatic: autoBroadcast by size); another algorithm is a ConfigError.
   void broadcast(void* buf, size_t count, DType dt, int root, Algo algo = Algo::automatic);
-  // recv holds size()*count elements, rank i's block at i*count.
-  void allgather(const void* send, void* recv, size_t count, DType dt);
+  // recv holds size()*count elements, rank i's block at i*count. The ring or the hierarchical
+  // algorithm (Algo::ring, Algo::hierarchical over options().group_size; automatic:
+  // autoAllgather); another algorithm is a ConfigError.
+  void allgather(const void* send, void* recv, size_t count, DType dt, Algo algo = Algo::automatic);
   // recv holds sum(counts) elements, rank i's block after those of ranks < i.
-  // counts[rank()] must equal send_count.
-  void allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts, DType dt);
+  // counts[rank()] must equal send_count. Algorithms as allgather().
+  void allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts, DType dt,
+                  Algo algo = Algo::automatic);
   // send holds size()*recv_count elements; rank i receives the reduction of block i. In place
   // (recv is block rank() of send) it reduces in `send` itself instead of a copy of it; the other
   // blocks of `send` then hold partial sums.
@@ -170,7 +179,7 @@ class Communicator {
   void detectLocality();
   std::shared_ptr<Communicator> joinRole(const std::string& prefix, int rank, int size);
   void allgatherImpl(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts, DType dt,
-                     const char* op);
+                     const char* op, Algo algo);
   ShmDomain* shmDomain();  // maps the segment on first use; nullptr when shared memory is unusable
 
   std::shared_ptr<net::Store> store_;

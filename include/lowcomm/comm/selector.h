@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "lowcomm/comm/communicator.h"
 
@@ -19,5 +20,13 @@ Algo autoAllreduce(size_t bytes, int world, int group_size);
 // its (k + n - 2) segment times beat the tree's log2(n) copies from the root; the binomial
 // tree for smaller buffers (fewer latency-bound hops) and for 2 ranks (the same messages).
 Algo autoBroadcast(size_t bytes, int world, size_t seg_bytes);
+
+// The automatic allgather(v) on `world` ranks in groups of `group_size`: hierarchical across
+// groups (each group's blocks cross the network once, through its leader), else the ring.
+Algo autoAllgather(int world, int group_size);
+
+// Whether algorithm `a` can run collective `op` ("allreduce", "allgather", "broadcast", ...);
+// automatic runs every op. The one list the communicator, bench and simulate check against.
+bool algoRuns(const std::string& op, Algo a);
 
 }  // namespace lowcomm::comm

@@ -140,6 +140,8 @@ struct TrainConfig {
   struct {
     int64_t timeout_s = 300;
     std::string algo = "auto";
+    std::string allgather = "auto";  // allgather(v) (sparse codecs, ZeRO): auto, ring or hier
+    std::string tuning;              // a `lowcomm simulate tune` file: the automatic allreduce follows it
     std::string shm = "auto";
     bool deterministic = false;
     bool debug_check = false;

@@ -1,0 +1,74 @@
+#include "lowcomm/sim/tune.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "lowcomm/base/error.h"
+#include "lowcomm/comm/selector.h"
+#include "lowcomm/sim/collectives.h"
+
+namespace lowcomm::sim {
+
+namespace {
+
+std::vector<comm::Algo> candidatesFor(const PlatformSpec& p, const std::vector<comm::Algo>& algos) {
+  const bool grouped = p.ppn > 1 && p.nodes > 1;
+  std::vector<comm::Algo> out;
+  for (comm::Algo a : algos) {
+    if (a == comm::Algo::automatic || a == comm::Algo::shm || !comm::algoRuns("allreduce", a))
+      throw ConfigError(std::string("simulate tune: '") + comm::algoName(a) +
+                        "' is not a network allreduce (ring, hd, hier, rails, ordered)");
+    if ((a == comm::Algo::hierarchical || a == comm::Algo::rails) && !grouped) continue;
+    if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  }
+  if (out.empty()) throw ConfigError("simulate tune: no candidate algorithm runs on this platform's shape");
+  return out;
+}
+
+}  // namespace
+
+TuneResult tune(const PlatformSpec& p, std::vector<size_t> sizes, const std::vector<comm::Algo>& algos,
+                size_t segment_bytes) {
+  validate(p);
+  if (sizes.empty()) throw ConfigError("simulate tune: no sizes");
+  for (auto& s : sizes) s = std::max<size_t>(4, s / 4 * 4);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  TuneResult out;
+  out.candidates = candidatesFor(p, algos);
+  for (size_t bytes : sizes) {
+    TuneRow row;
+    row.bytes = bytes;
+    for (comm::Algo a : out.candidates) {
+      CollectiveSpec s;
+      s.op = "allreduce";
+      s.algo = a;
+      s.bytes = bytes;
+      s.segment_bytes = segment_bytes;
+      s.group_size = p.ppn;
+      row.time_s.push_back(simulateCollective(p, s).time_s);
+    }
+    const size_t k = std::min_element(row.time_s.begin(), row.time_s.end()) - row.time_s.begin();
+    row.best = out.candidates[k];
+    out.rows.push_back(row);
+  }
+  std::vector<comm::TunedRule> rules;
+  for (size_t i = 0; i < out.rows.size(); ++i) {
+    const bool last = i + 1 == out.rows.size();
+    if (!last && out.rows[i + 1].best == out.rows[i].best) continue;
+    comm::TunedRule r;
+    r.world = p.world();
+    r.group_size = p.ppn;
+    r.algo = out.rows[i].best;
+    r.max_bytes = last ? SIZE_MAX
+                       : static_cast<size_t>(std::sqrt(static_cast<double>(out.rows[i].bytes) *
+                                                       static_cast<double>(out.rows[i + 1].bytes)));
+    rules.push_back(r);
+  }
+  out.table = comm::TunedTable::fromRules(std::move(rules), "simulate tune");
+  return out;
+}
+
+}  // namespace lowcomm::sim
