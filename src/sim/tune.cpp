@@ -30,14 +30,17 @@ std::vector<comm::Algo> candidatesFor(const PlatformSpec& p, const std::vector<c
 }  // namespace
 
 TuneResult tune(const PlatformSpec& p, std::vector<size_t> sizes, const std::vector<comm::Algo>& algos,
-                size_t segment_bytes) {
+                size_t segment_bytes, double margin) {
   validate(p);
+  if (!(margin >= 0)) throw ConfigError("simulate tune: --margin must be >= 0");
   if (sizes.empty()) throw ConfigError("simulate tune: no sizes");
   for (auto& s : sizes) s = std::max<size_t>(4, s / 4 * 4);
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   TuneResult out;
-  out.candidates = candidatesFor(p, algos);
+  std::vector<comm::Algo> asked = algos;
+  for (size_t bytes : sizes) asked.push_back(comm::autoAllreduce(bytes, p.world(), p.ppn));  // always simulated
+  out.candidates = candidatesFor(p, asked);
   for (size_t bytes : sizes) {
     TuneRow row;
     row.bytes = bytes;
@@ -51,7 +54,10 @@ TuneResult tune(const PlatformSpec& p, std::vector<size_t> sizes, const std::vec
       row.time_s.push_back(simulateCollective(p, s).time_s);
     }
     const size_t k = std::min_element(row.time_s.begin(), row.time_s.end()) - row.time_s.begin();
-    row.best = out.candidates[k];
+    row.fastest = out.candidates[k];
+    row.fixed = comm::autoAllreduce(bytes, p.world(), p.ppn);
+    const size_t f = std::find(out.candidates.begin(), out.candidates.end(), row.fixed) - out.candidates.begin();
+    row.best = row.time_s[f] <= row.time_s[k] * (1 + margin) ? row.fixed : row.fastest;
     out.rows.push_back(row);
   }
   std::vector<comm::TunedRule> rules;

@@ -1,7 +1,8 @@
 // simulate tune: every candidate simulated at every size, the fastest kept, turned into rules
 // that give each tuned size its winner; hier and rails only where nodes hold several ranks; a
 // latency-bound small buffer goes to halving-doubling's log2(n) steps, a large one on 2 x 2 to a
-// two-level algorithm; bad candidates are errors.
+// two-level algorithm; a margin keeps the fixed table's choice unless another is clearly faster;
+// bad candidates are errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,6 +66,24 @@ TEST(SimTune, EveryTunedSizeGetsItsFastestAlgorithm) {
 TEST(SimTune, BadCandidatesAndSizesAreConfigErrors) {
   EXPECT_THROW(tune(star(4, 1), {4096}, {Algo::tree}, 1 << 20), ConfigError);
   EXPECT_THROW(tune(star(4, 1), {4096}, {Algo::shm}, 1 << 20), ConfigError);
-  EXPECT_THROW(tune(star(4, 1), {4096}, {Algo::hierarchical}, 1 << 20), ConfigError);  // nothing left on 4 x 1
   EXPECT_THROW(tune(star(4, 1), {}, kAll, 1 << 20), ConfigError);
+  EXPECT_THROW(tune(star(4, 1), {4096}, kAll, 1 << 20, -0.1), ConfigError);
+  // hier cannot run on 4 x 1; the fixed table's choice is always simulated.
+  EXPECT_EQ(tune(star(4, 1), {4096}, {Algo::hierarchical}, 1 << 20).candidates,
+            std::vector<Algo>{Algo::halving_doubling});
+}
+
+// The margin keeps the fixed table's choice unless another is predicted that much faster: with
+// a huge one every size keeps it (hier on 2 x 2), with none the fastest wins.
+TEST(SimTune, AMarginKeepsTheFixedChoiceUnlessAnotherIsClearlyFaster) {
+  const std::vector<size_t> sizes = {4096, 16 << 20};
+  const auto keep = tune(star(2, 2), sizes, kAll, 1 << 20, 100.0);
+  for (const auto& row : keep.rows) {
+    EXPECT_EQ(row.fixed, Algo::hierarchical);
+    EXPECT_EQ(row.best, Algo::hierarchical) << row.bytes;
+  }
+  ASSERT_EQ(keep.table.rules().size(), 1u);
+  const auto none = tune(star(2, 2), sizes, kAll, 1 << 20, 0.0);
+  for (const auto& row : none.rows) EXPECT_EQ(row.best, row.fastest) << row.bytes;
+  EXPECT_EQ(none.rows[0].best, Algo::halving_doubling);  // 500 us links: 2 steps beat hier's 4 hops
 }

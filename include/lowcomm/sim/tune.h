@@ -14,7 +14,9 @@ namespace lowcomm::sim {
 struct TuneRow {
   size_t bytes = 0;
   std::vector<double> time_s;  // per candidate, in the order given
-  comm::Algo best = comm::Algo::ring;
+  comm::Algo fastest = comm::Algo::ring;  // the simulated fastest
+  comm::Algo fixed = comm::Algo::ring;    // the fixed table's choice (comm::autoAllreduce)
+  comm::Algo best = comm::Algo::ring;     // chosen: fastest, or fixed when within the margin
 };
 
 struct TuneResult {
@@ -25,10 +27,13 @@ struct TuneResult {
 
 // Simulates the f32 allreduce of each size (rounded to whole elements) with each of `algos` that
 // can run on p's shape (hier and rails need several processes per node and several nodes), and
-// keeps the fastest. Between two sizes whose winners differ the boundary is their geometric
-// mean; the largest size's winner takes every larger buffer. ConfigError for no size, no
-// candidate, or an algorithm that is not a network allreduce.
+// keeps the fastest, unless the fixed table's choice (comm::autoAllreduce, simulated as well) is
+// within `margin` of it (a fraction: 0.15 keeps the fixed choice unless another is predicted 15 %
+// faster; the model's own error on the measured rows is the guide). Between two sizes whose
+// winners differ the boundary is their geometric mean; the largest size's winner takes every
+// larger buffer. ConfigError for no size, no candidate, a negative margin, or an algorithm that
+// is not a network allreduce.
 TuneResult tune(const PlatformSpec& p, std::vector<size_t> sizes, const std::vector<comm::Algo>& algos,
-                size_t segment_bytes);
+                size_t segment_bytes, double margin = 0);
 
 }  // namespace lowcomm::sim
