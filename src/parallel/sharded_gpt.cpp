@@ -172,20 +172,12 @@ int unitOf(const std::string& name, int layers) {
   return layers + 1;  // norm, head
 }
 
-// Parameters of each unit of the full model.
-std::vector<int64_t> unitWeights(const nn::Model& full) {
-  std::vector<int64_t> w(full.spec().layers + 2, 0);
-  for (const auto& p : full.named_parameters()) w[unitOf(p.key(), full.spec().layers)] += p.value().numel();
-  return w;
-}
-
 class ShardedGpt : public ShardedModel {
  public:
-  ShardedGpt(const nn::Model& full, Comm tp, Comm pp)
-      : ShardedModel(full.spec()), tp_(std::move(tp)), pp_(std::move(pp)), full_paths_(full.modulePaths()) {
+  ShardedGpt(const nn::Model& full, Comm tp, Comm pp, std::vector<int> bounds)
+      : ShardedModel(full.spec()), tp_(std::move(tp)), pp_(std::move(pp)), bounds_(std::move(bounds)),
+        full_paths_(full.modulePaths()) {
     const auto& s = spec();
-    const int stages = pp_ ? pp_->size() : 1;
-    bounds_ = stageBounds(unitWeights(full), stages);
     stage_ = pp_ ? pp_->rank() : 0;
     const int first = bounds_[stage_], last = bounds_[stage_ + 1];
     if (first == 0) {
@@ -204,22 +196,25 @@ class ShardedGpt : public ShardedModel {
   }
 
   torch::Tensor forward(torch::Tensor x) override {
+    for (int u = bounds_[stage_]; u < bounds_[stage_ + 1]; ++u) x = forwardUnit(u, std::move(x));
+    return x;
+  }
+
+  torch::Tensor forwardUnit(int u, torch::Tensor x) override {
     const auto& s = spec();
-    torch::Tensor h;
-    if (stem_) {
+    const int first = bounds_[stage_], last = bounds_[stage_ + 1];
+    LC_ENFORCE(u >= first && u < last, "pipeline stage ", stage_, " holds units [", first, ", ", last, "), not unit ", u);
+    if (u == 0) {
       LC_ENFORCE(x.dim() == 2 && x.size(1) >= 1 && x.size(1) <= s.seq_len &&
                      (x.scalar_type() == torch::kInt64 || x.scalar_type() == torch::kInt32),
                  "model 'gpt' expects int64 tokens [B, T] with 1 <= T <= ", s.seq_len, ", got ", x.scalar_type(), " ",
                  x.sizes());
-      h = stem_->forward(x.to(torch::kInt64)) + pos_->weight.narrow(0, 0, x.size(1));
-    } else {
-      LC_ENFORCE(x.dim() == 3 && x.size(2) == s.dim, "pipeline stage ", stage_, " expects activations [B, T, ", s.dim,
-                 "], got ", x.sizes());
-      h = x;
+      return stem_->forward(x.to(torch::kInt64)) + pos_->weight.narrow(0, 0, x.size(1));
     }
-    for (auto& b : block_list_) h = b->forward(h);
-    if (!norm_) return h;
-    h = norm_->forward(h);
+    LC_ENFORCE(x.dim() == 3 && x.size(2) == s.dim, "pipeline stage ", stage_, " expects activations [B, T, ", s.dim,
+               "], got ", x.sizes());
+    if (u <= s.layers) return block_list_[u - std::max(first, 1)]->forward(x);
+    const auto h = norm_->forward(x);
     if (head_) return head_->forward(h);
     return torch::matmul(copyToRegion(h, *tp_), stem_->weight.t());  // tied: the embedding's rows
   }
@@ -292,6 +287,7 @@ class ShardedGpt : public ShardedModel {
     return {tokens.size(0), tokens.size(1), spec().dim};
   }
   std::pair<int, int> units() const override { return {bounds_[stage_], bounds_[stage_ + 1]}; }
+  std::vector<int> boundaries() const override { return bounds_; }
 
  private:
   int64_t vocabStart() const { return tp_->rank() * (spec().classes / tp_->size()); }
@@ -360,8 +356,14 @@ std::vector<int> stageBounds(const std::vector<int64_t>& weights, int stages) {
   return bounds;
 }
 
+std::vector<int64_t> unitParameters(const nn::Model& full) {
+  std::vector<int64_t> w(full.spec().layers + 2, 0);
+  for (const auto& p : full.named_parameters()) w[unitOf(p.key(), full.spec().layers)] += p.value().numel();
+  return w;
+}
+
 std::shared_ptr<ShardedModel> makeShardedModel(const nn::Model& full, std::shared_ptr<comm::Communicator> tp,
-                                               std::shared_ptr<comm::Communicator> pp) {
+                                               std::shared_ptr<comm::Communicator> pp, std::vector<int> bounds) {
   const auto& s = full.spec();
   if (s.name != "gpt")
     throw ConfigError("model.name: tensor and pipeline parallelism (parallel.tp, parallel.pp) split \"gpt\", not \"" +
@@ -371,7 +373,17 @@ std::shared_ptr<ShardedModel> makeShardedModel(const nn::Model& full, std::share
   if (pp && pp->size() > 1 && s.tied)
     throw ConfigError("parallel.pp: a tied head (model.tied = true) needs the embedding on the last stage; use "
                       "model.tied = false with parallel.pp > 1");
-  return std::make_shared<ShardedGpt>(full, std::move(tp), std::move(pp));
+  const int stages = pp ? pp->size() : 1, units = s.layers + 2;
+  if (bounds.empty()) bounds = stageBounds(unitParameters(full), stages);
+  bool cuts = static_cast<int>(bounds.size()) == stages + 1 && bounds.front() == 0 && bounds.back() == units;
+  for (size_t k = 1; cuts && k < bounds.size(); ++k) cuts = bounds[k] > bounds[k - 1];
+  if (!cuts) {
+    std::string b;
+    for (int x : bounds) b += (b.empty() ? "" : ", ") + std::to_string(x);
+    throw ConfigError("parallel.pp: stage boundaries [" + b + "] do not cut the " + std::to_string(units) +
+                      " units (embedding, blocks, head) into " + std::to_string(stages) + " non-empty stages");
+  }
+  return std::make_shared<ShardedGpt>(full, std::move(tp), std::move(pp), std::move(bounds));
 }
 
 }  // namespace lowcomm::parallel

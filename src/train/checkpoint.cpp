@@ -99,6 +99,7 @@ void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::op
   ar.write("bytes_sent", scalar(state.bytes_sent));
   ar.write("bytes_recv", scalar(state.bytes_recv));
   if (!state.grid.empty()) ar.write("grid", torch::tensor(state.grid, torch::kInt64));
+  if (!state.stage_bounds.empty()) ar.write("stage_bounds", torch::tensor(state.stage_bounds, torch::kInt64));
   torch::serialize::OutputArchive m;
   for (const auto& p : model.named_parameters()) m.write(p.key(), p.value());
   for (const auto& b : model.named_buffers()) m.write(b.key(), b.value(), /*is_buffer=*/true);
@@ -177,9 +178,11 @@ TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, tor
   s.config_hash = static_cast<uint64_t>(readInt("config_hash"));
   s.bytes_sent = readInt("bytes_sent");
   s.bytes_recv = readInt("bytes_recv");
-  torch::Tensor el, grid;
+  torch::Tensor el, grid, bounds;
   if (ar.try_read("elapsed_s", el)) s.elapsed_s = el.item<double>();
   if (ar.try_read("grid", grid)) s.grid = std::vector<int64_t>(grid.data_ptr<int64_t>(), grid.data_ptr<int64_t>() + grid.numel());
+  if (ar.try_read("stage_bounds", bounds))
+    s.stage_bounds = std::vector<int64_t>(bounds.data_ptr<int64_t>(), bounds.data_ptr<int64_t>() + bounds.numel());
   try {
     torch::serialize::InputArchive m;
     ar.read("model", m);
@@ -268,12 +271,18 @@ void savePythonStateDict(const std::string& path, torch::nn::Module& model) {
   writeFileAtomicallyWith(path, [&](const FileSink& sink) { sink(bytes.data(), bytes.size()); });
 }
 
-std::vector<int64_t> readCheckpointGrid(const std::string& path) {
+namespace {
+std::vector<int64_t> readInts(const std::string& path, const char* key) {
   torch::serialize::InputArchive ar;
   openArchive(path, ar);
-  torch::Tensor grid;
-  if (!ar.try_read("grid", grid)) return {};
-  return std::vector<int64_t>(grid.data_ptr<int64_t>(), grid.data_ptr<int64_t>() + grid.numel());
+  torch::Tensor t;
+  if (!ar.try_read(key, t)) return {};
+  return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
 }
+}  // namespace
+
+std::vector<int64_t> readCheckpointGrid(const std::string& path) { return readInts(path, "grid"); }
+
+std::vector<int64_t> readCheckpointStageBounds(const std::string& path) { return readInts(path, "stage_bounds"); }
 
 }  // namespace lowcomm::train

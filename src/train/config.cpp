@@ -167,6 +167,7 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("parallel.micro_batches", parallel.micro_batches, int64_t),
       LC_FIELD("parallel.schedule", parallel.schedule, std::string),
       LC_FIELD("parallel.order", parallel.order, std::string),
+      LC_FIELD("parallel.balance", parallel.balance, std::string),
       {"ab.group_size", Field{[](TrainConfig& c, const toml::node& n, const std::string& w) {
                                 if (auto v = n.value_exact<std::string>()) {
                                   if (*v == "node") c.ab.group_size = -2;
@@ -346,6 +347,8 @@ void validateParallel(const TrainConfig& c, const std::string& where) {
   oneOf(where, "parallel.schedule", p.schedule, {"1f1b", "gpipe"});
   oneOf(where, "parallel.order", p.order, {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"});
   if (p.micro_batches < 1) bad(where, "parallel.micro_batches", "must be >= 1");
+  oneOf(where, "parallel.balance", p.balance, {"params", "time"});
+  if (p.pp == 1 && p.balance != "params") bad(where, "parallel.balance", "cuts pipeline stages (parallel.pp > 1)");
   if (p.pp == 1 && p.micro_batches != 1)
     bad(where, "parallel.micro_batches", "splits a pipeline's batch (parallel.pp > 1); without a pipeline use strategy.accumulation");
   const int64_t replica_batch = c.data.batch_size * p.tp * p.pp;  // what one pipeline takes per step

@@ -26,6 +26,7 @@
 #include "lowcomm/train/optim.h"
 #include "lowcomm/train/same_job.h"
 #include "resume_check.h"
+#include "stage_cut.h"
 #include "strategies.h"
 
 namespace lowcomm::train {
@@ -110,6 +111,7 @@ class TrainingRun {
   std::shared_ptr<parallel::ShardedModel> shard_;  // model_ when parallel.tp or parallel.pp > 1
   std::unique_ptr<parallel::Pipeline> pipeline_;   // parallel.pp > 1
   int64_t full_parameters_ = 0;  // of the whole model (a tensor-parallel rank holds a part)
+  StageCut cut_;                 // parallel.pp > 1: where the stages are cut, and why
   Trace trace_;
   std::vector<std::shared_ptr<compress::Compressor>> compressors_;
   std::unique_ptr<data::BatchLoader> loader_;
@@ -233,7 +235,8 @@ void TrainingRun::buildModel() {
   auto full = nn::makeModel(modelSpec());
   full_parameters_ = nn::parameterCount(*full);
   if (grid_.tp > 1 || grid_.pp > 1) {
-    shard_ = parallel::makeShardedModel(*full, grid_.tp_comm, grid_.pp > 1 ? grid_.pp_comm : nullptr);
+    cut_ = cutStages(cfg_, *full, *world_, grid_.pp, ckpt_dir_.string(), opts_.resume || opts_.restart_count > 0);
+    shard_ = parallel::makeShardedModel(*full, grid_.tp_comm, grid_.pp > 1 ? grid_.pp_comm : nullptr, cut_.bounds);
     model_ = shard_;
   } else {
     model_ = full;
@@ -261,6 +264,7 @@ void TrainingRun::resumeOrStart() {
     return;
   }
   checkResumedGrid(checkpointFile(ckpt_dir_.string(), resume_step, 0));
+  if (shard_) checkResumedCut(checkpointFile(ckpt_dir_.string(), resume_step, 0), shard_->boundaries());
   const std::string file = checkpointFile(ckpt_dir_.string(), resume_step, rank_);
   const uint64_t want = state_.config_hash;
   if (auto read = strategy_->stateReader()) loadStrategySection(file, read);
@@ -323,6 +327,7 @@ void TrainingRun::saveAt(int64_t step) {
   st.position = loader_->position();
   st.elapsed_s = since(t_start_);
   st.grid = gridRecord(grid_);
+  if (shard_) for (int b : shard_->boundaries()) st.stage_bounds.push_back(b);
   std::tie(st.bytes_sent, st.bytes_recv) = bytes();
   saveCheckpoint(checkpointFile(ckpt_dir_.string(), step, rank_), *model_, *optimizer_, st, strategy_->hook(),
                  strategy_->stateWriter());
@@ -538,7 +543,7 @@ nlohmann::json TrainingRun::pipelineJson() const {
   const auto units = shard_->units();
   return {{"schedule", cfg_.parallel.schedule}, {"micro_batches", cfg_.parallel.micro_batches},
           {"bubble_fraction", bubble}, {"bubble_fraction_theory", st.theory}, {"stages", stages},
-          {"units_this_stage", {units.first, units.second}}};
+          {"units_this_stage", {units.first, units.second}}, {"stage_cut", cut_.json(cfg_.parallel.balance)}};
 }
 
 // Totals over ranks, and the straggler (the rank that waited least: the others waited for it).

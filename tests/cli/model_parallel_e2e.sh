@@ -3,7 +3,7 @@
 # the gpt LM on the Python standard library, 20 AdamW steps with label smoothing, clipping and 2
 # accumulated batches, evaluated after every step. Each grid (dp, tp, pp) = (1, 2, 1), (2, 2, 1)
 # (in Megatron's rank order and with dp fastest), (1, 4, 1), (1, 1, 2) GPipe, (2, 1, 2) 1F1B,
-# (1, 2, 2) 1F1B, (1, 1, 4) 1F1B (one unit per stage), ZeRO-2 on (2, 2, 1), ZeRO-1 on (2, 1, 2),
+# (1, 2, 2) 1F1B, (1, 1, 4) 1F1B (one unit per stage), (1, 1, 2) cut by measured time, ZeRO-2 on (2, 2, 1), ZeRO-1 on (2, 1, 2),
 # and the tied head on (1, 2, 1), follows the single-process run (same seed, same global batch of 8 sequences: data.batch_size is
 # per rank, a replica of tp x pp ranks takes tp x pp of them): every step's test
 # loss within 1e-4 relative, the gathered final model (model_state.pt, read by Python torch.load)
@@ -11,7 +11,7 @@
 # noise of near-zero gradients (embedding rows of rare bytes) by its own size and turns it into
 # lr-sized steps, so any change of summation order (DDP's too) moves those weights by ~1e-3 while
 # the loss still agrees to 2e-5. Bytes: "tp" traffic only where tp > 1, "pp" only where pp > 1, gradient traffic
-# only where dp > 1. A resumed tp run ends bit-identical to the uninterrupted one; a checkpoint
+# only where dp > 1. A resumed tp run, and a resumed time-balanced pipeline, end bit-identical to the uninterrupted one; a checkpoint
 # under another grid, and grids that cannot split, fail naming the grid or the key with nothing
 # trained.
 set -euo pipefail
@@ -35,6 +35,7 @@ run pp2_gpipe 2 --set data.batch_size=2 --set parallel.pp=2 --set parallel.micro
 run dp2pp2 4 --set data.batch_size=1 --set parallel.pp=2 --set parallel.micro_batches=2
 run tp2pp2 4 --set data.batch_size=1 --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batches=2
 run pp4 4 --set data.batch_size=1 --set parallel.pp=4 --set parallel.micro_batches=4
+run pp2_time 2 --set data.batch_size=2 --set parallel.pp=2 --set parallel.micro_batches=2 --set parallel.balance=time
 run single_tied 1 --set data.batch_size=4 --set model.tied=true
 run tp2_tied 2 --set data.batch_size=2 --set model.tied=true --set parallel.tp=2
 # Resume the tp2 run from its step-10 checkpoint.
@@ -42,6 +43,11 @@ mkdir -p "$tmp/run_tp2r/checkpoints"
 cp "$tmp"/run_tp2/checkpoints/step10.rank*.pt "$tmp/run_tp2r/checkpoints/"
 echo 10 > "$tmp/run_tp2r/checkpoints/latest"
 run tp2r 2 --set data.batch_size=2 --set parallel.tp=2 --resume
+# Resume the time-balanced pipeline: it keeps the checkpoint's cut (timings differ between runs).
+mkdir -p "$tmp/run_pp2_timer/checkpoints"
+cp "$tmp"/run_pp2_time/checkpoints/step10.rank*.pt "$tmp/run_pp2_timer/checkpoints/"
+echo 10 > "$tmp/run_pp2_timer/checkpoints/latest"
+run pp2_timer 2 --set data.batch_size=2 --set parallel.pp=2 --set parallel.micro_batches=2 --set parallel.balance=time --resume
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys, torch
 tmp = sys.argv[1]
@@ -49,9 +55,9 @@ def evals(name):
     recs = [json.loads(l) for l in open(f"{tmp}/run_{name}/metrics.jsonl")]
     return {r["step"]: r["test_loss"] for r in recs if r["type"] == "eval"}
 def state(name): return torch.load(f"{tmp}/run_{name}/model_state.pt")
-names = ("single", "tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2", "dp2pp2_zero1", "tp4", "pp4", "pp2_gpipe", "dp2pp2", "tp2pp2", "single_tied", "tp2_tied", "tp2r")
+names = ("single", "tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2", "dp2pp2_zero1", "tp4", "pp4", "pp2_gpipe", "dp2pp2", "tp2pp2", "single_tied", "tp2_tied", "tp2r", "pp2_time", "pp2_timer")
 summ = {n: json.load(open(f"{tmp}/{n}.json")) for n in names}
-for ref, grids in (("single", ("tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2", "dp2pp2_zero1", "tp4", "pp4", "pp2_gpipe", "dp2pp2", "tp2pp2")), ("single_tied", ("tp2_tied",))):
+for ref, grids in (("single", ("tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2", "dp2pp2_zero1", "tp4", "pp4", "pp2_gpipe", "dp2pp2", "tp2pp2", "pp2_time")), ("single_tied", ("tp2_tied",))):
     want, w = evals(ref), state(ref)
     assert sorted(want) == list(range(1, 21)), sorted(want)
     for g in grids:
@@ -66,6 +72,15 @@ for ref, grids in (("single", ("tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2"
     assert evals(ref)[20] < evals(ref)[1] - 0.3, "the model did not learn: the test is vacuous"
 r, u = state("tp2r"), state("tp2")
 assert all(torch.equal(r[k], u[k]) for k in u), "the resumed tensor-parallel run is not bit-identical"
+r, u = state("pp2_timer"), state("pp2_time")
+assert all(torch.equal(r[k], u[k]) for k in u), "the resumed time-balanced pipeline is not bit-identical"
+cut = summ["pp2_time"]["parallel"]["pipeline"]["stage_cut"]
+# Units: embedding, 2 blocks, head. Each block's matmuls and attention outweigh a lookup or the
+# small head, so by time as by parameters the blocks are split one per stage.
+assert cut["balance"] == "time" and cut["unit_weight"] == "us" and len(cut["unit_weights"]) == 4, cut
+assert all(w >= 1 for w in cut["unit_weights"]) and cut["boundaries"] == [0, 2, 4], cut
+assert summ["pp2_timer"]["parallel"]["pipeline"]["stage_cut"]["unit_weight"] == "checkpoint", summ["pp2_timer"]["parallel"]
+assert summ["dp2pp2"]["parallel"]["pipeline"]["stage_cut"]["unit_weight"] == "parameters", summ["dp2pp2"]["parallel"]
 axis = {n: summ[n]["parallel"] for n in summ}
 for n in ("single", "tp2", "dp2pp2"):  # activations measured with and without a pipeline
     mem = summ[n]["memory"]
@@ -109,6 +124,7 @@ bad "tp on an image model" "parallel.tp" 2 --set parallel.tp=2 --set model.name=
 bad "micro-batches not dividing the batch" "parallel.micro_batches" 2 --set parallel.pp=2 --set parallel.micro_batches=3
 bad "more stages than units" "parallel.pp" 4 --set parallel.pp=4 --set model.layers=1
 bad "a tied head over stages" "parallel.pp" 2 --set parallel.pp=2 --set model.tied=true
+bad "balance by time without a pipeline" "parallel.balance" 2 --set parallel.balance=time
 rm -rf "$tmp/bad"; mkdir -p "$tmp/bad"; cp -r "$tmp/run_tp2/checkpoints" "$tmp/bad/"
 if "$LOWCOMM" train --nproc 2 "${common[@]}" --set data.batch_size=4 --set logging.out_dir="$tmp/bad" --resume \
     > "$tmp/out_bad" 2>&1; then

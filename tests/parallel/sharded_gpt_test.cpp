@@ -234,6 +234,38 @@ TEST(TensorParallelGpt, WhatDoesNotSplitNamesTheKey) {
   }));
 }
 
+// Stages cut where the caller says (parallel.balance = "time"): each stage holds its units, runs
+// them one by one or composed, and equals the full model's part; cuts that are not cuts name the key.
+TEST(StageBounds, GivenBoundsCutTheStages) {
+  torch::manual_seed(13);
+  const auto full = nn::makeModel(gptSpec(false));  // units: embedding, 2 blocks, head
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(6);
+  const auto x = at::randint(0, 16, {3, 8}, gen);
+  const auto logits = full->forward(x).detach();
+  const auto params = full->named_parameters();
+  const auto h = (F::embedding(x, params["stem.weight"]) + params["pos.weight"].narrow(0, 0, 8)).detach();
+  expectNoErrors(test::onRankThreads(2, [&](int rank, std::shared_ptr<comm::Communicator> pp) {
+    auto tp = pp->split(rank, 0);
+    auto stage = makeShardedModel(*full, tp, pp, {0, 1, 4});
+    EXPECT_EQ(stage->boundaries(), (std::vector<int>{0, 1, 4}));
+    if (rank == 0) {
+      EXPECT_EQ(stage->units(), std::make_pair(0, 1));
+      expectNear(stage->forward(x), h, "stage 0");
+      EXPECT_THROW(stage->forwardUnit(1, h), std::exception);  // stage 1's block
+    } else {
+      EXPECT_EQ(stage->units(), std::make_pair(1, 4));
+      EXPECT_EQ(stage->named_parameters().size(), full->named_parameters().size() - 2);  // all but stem, pos
+      expectNear(stage->forward(h), logits, "stage 1");
+      auto y = stage->forwardUnit(3, stage->forwardUnit(2, stage->forwardUnit(1, h)));
+      EXPECT_TRUE(torch::equal(y, stage->forward(h))) << "forward is the composition of the units";
+    }
+    for (const std::vector<int>& b : {std::vector<int>{0, 4}, {0, 2, 2, 4}, {0, 1, 5}, {1, 2, 4}, {0, 3, 2}}) {
+      const auto e = errorOf([&] { makeShardedModel(*full, tp, pp, b); });
+      EXPECT_NE(e.find("parallel.pp"), std::string::npos) << e;
+    }
+  }));
+}
+
 // Stages by parameter count: contiguous, non-empty, the heaviest part as light as possible.
 TEST(StageBounds, BalanceByWeight) {
   EXPECT_EQ(stageBounds({5, 10, 10, 10, 10, 5}, 1), (std::vector<int>{0, 6}));

@@ -203,8 +203,9 @@ TEST(Config, TextAndGptKeys) {
 TEST(Config, ParallelKeys) {
   const auto c = loadConfig(std::string(LC_SOURCE_DIR) + "/configs/text_gpt.toml",
                             {"parallel.tp=2", "parallel.pp=2", "parallel.micro_batches=4", "parallel.schedule=gpipe",
-                             "parallel.order=dp-tp-pp"});
+                             "parallel.order=dp-tp-pp", "parallel.balance=time"});
   EXPECT_EQ(c.parallel.tp, 2);
+  EXPECT_EQ(c.parallel.balance, "time");
   EXPECT_EQ(c.parallel.pp, 2);
   EXPECT_EQ(c.parallel.micro_batches, 4);
   EXPECT_EQ(c.parallel.schedule, "gpipe");
@@ -212,6 +213,7 @@ TEST(Config, ParallelKeys) {
   EXPECT_EQ(back.parallel.pp, 2);
   EXPECT_EQ(back.parallel.schedule, "gpipe");
   EXPECT_EQ(back.parallel.order, "dp-tp-pp");
+  EXPECT_EQ(back.parallel.balance, "time");
   EXPECT_EQ(loadConfig(std::string(LC_SOURCE_DIR) + "/configs/text_gpt.toml").parallel.order, "tp-dp-pp");
   const std::string text = "[model]\nname = \"gpt\"\n[data]\ndataset = \"text\"\ndir = \"/tmp\"\nbatch_size = 16\n";
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
@@ -221,6 +223,8 @@ TEST(Config, ParallelKeys) {
       {{"parallel.order=tp-dp"}, "'parallel.order'"},
       {{"parallel.order=tp-tp-pp"}, "'parallel.order'"},
       {{"parallel.micro_batches=2"}, "'parallel.micro_batches'"},                       // no pipeline
+      {{"parallel.pp=2", "parallel.balance=flops"}, "'parallel.balance'"},
+      {{"parallel.balance=time"}, "'parallel.balance'"},                                // no pipeline
       {{"parallel.pp=2", "parallel.micro_batches=3"}, "'parallel.micro_batches'"},     // 3 does not divide 2 x 16
   };
   for (const auto& [sets, key] : cases) {

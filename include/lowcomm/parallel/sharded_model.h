@@ -12,7 +12,8 @@
 //   slice of the logits [B, T, V/T], classes [r V/T, (r+1) V/T). Position embedding and
 //   LayerNorms are replicated. T = 1 is a model without splits.
 // - Pipeline stages over P ranks: the units [embedding (stem, pos), block 0, ..., block L-1, head
-//   (norm, head)] are cut into P contiguous stages by parameter count (stageBounds); stage 0 takes
+//   (norm, head)] are cut into P contiguous stages, by parameter count (stageBounds) unless the
+//   caller gives the boundaries (e.g. from measured unit times, stage_balance.h); stage 0 takes
 //   tokens [B, T], the others activations [B, T, dim]; every stage but the last returns
 //   activations [B, T, dim]. A tied head needs the embedding on the last stage: model.tied with
 //   P > 1 is a ConfigError naming parallel.pp.
@@ -69,11 +70,23 @@ class ShardedModel : public nn::Model {
   virtual std::vector<int64_t> activationShape(const torch::Tensor& tokens) const = 0;
   // Units [embedding, blocks..., head] this stage holds: [first, last).
   virtual std::pair<int, int> units() const = 0;
+  // Every stage's first unit, then the number of units: units() is [b[stage()], b[stage() + 1]).
+  virtual std::vector<int> boundaries() const = 0;
+  // Runs one of this stage's units alone: the embedding takes tokens [B, T], a block activations
+  // [B, T, dim], the head (final norm and head) activations, returning this rank's logits slice.
+  // forward() is the composition of the stage's units. Another stage's unit: an error naming both.
+  virtual torch::Tensor forwardUnit(int unit, torch::Tensor x) = 0;
 };
 
-// `pp` null: one stage.
+// `pp` null: one stage. `bounds` (P + 1 entries, 0 first, strictly increasing, the number of
+// units last) cut the stages; empty: stageBounds(unitParameters(full), P). Bounds that do not
+// cut the units into P stages: ConfigError naming parallel.pp.
 std::shared_ptr<ShardedModel> makeShardedModel(const nn::Model& full, std::shared_ptr<comm::Communicator> tp,
-                                               std::shared_ptr<comm::Communicator> pp = nullptr);
+                                               std::shared_ptr<comm::Communicator> pp = nullptr,
+                                               std::vector<int> bounds = {});
+
+// Parameters of each unit [embedding, block 0, ..., block L-1, head] of a gpt.
+std::vector<int64_t> unitParameters(const nn::Model& full);
 
 // Cuts units of the given weights into `stages` contiguous non-empty parts minimising the
 // heaviest part (among such cuts, earlier stages take as many units as fit); returns the

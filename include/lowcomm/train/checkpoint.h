@@ -26,6 +26,7 @@ struct TrainState {
   int64_t bytes_recv = 0;
   uint64_t config_hash = 0;  // of the keys that must not change across a resume
   std::vector<int64_t> grid;  // {dp, tp, pp, order: axes fastest first, tp 0 dp 1 pp 2} of the run that wrote it; empty: not recorded
+  std::vector<int64_t> stage_bounds;  // a sharded model's unit boundaries (ShardedModel::boundaries); empty: none
 };
 
 std::string checkpointFile(const std::string& dir, int64_t step, int rank);
@@ -44,6 +45,9 @@ TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, tor
 // The {dp, tp, pp[, order]} grid a checkpoint was written under (empty for a checkpoint that predates
 // grids); DataError naming the file if it is not a lowcomm checkpoint.
 std::vector<int64_t> readCheckpointGrid(const std::string& path);
+// The stage boundaries a checkpoint of a sharded model recorded (empty: none recorded); errors as
+// readCheckpointGrid.
+std::vector<int64_t> readCheckpointStageBounds(const std::string& path);
 
 // `latest` pointer: written by rank 0 once all ranks saved (atomically), read by everyone.
 void writeLatest(const std::string& dir, int64_t step);

@@ -78,6 +78,7 @@ struct TrainConfig {
     int64_t micro_batches = 1;   // pipeline: micro-batches per step of a pipeline (dividing its batch, data.batch_size x tp x pp)
     std::string schedule = "1f1b";  // pipeline schedule: 1f1b | gpipe
     std::string order = "tp-dp-pp";  // rank layout, fastest-varying axis first (Megatron's default: tp inside a node)
+    std::string balance = "params";  // pipeline stage cut: params (parameter counts) | time (units timed on rank 0 at start)
   } parallel;
   // AB-training (strategy.name = "ab"; AB_TRAINING.md). Defaults follow the reference's
   // experiment configs where they are not step counts.
