@@ -148,7 +148,7 @@ int simulateCalibrate(int argc, char** argv) {
   std::string setting, measured, out, timeline, base;
   size_t segment = 1 << 20;
   sim::PlatformSpec p;
-  bool fit = true;
+  bool fit = true, call_overheads = false;
   int steps = 100;
   CLI::App app{"Fit the simulated links to measured collectives (bench collectives --cluster ... --json FILE) "
                "and the host's time per message to a training run's timeline"};
@@ -162,6 +162,8 @@ int simulateCalibrate(int argc, char** argv) {
   app.add_option("--cores", p.cores, "cores per node")->capture_default_str();
   app.add_option("--out", out, "write the fitted platform here (JSON; simulate collectives --calibration)");
   app.add_flag("!--no-fit", fit, "only compare (validation of the current values)");
+  app.add_flag("--call-overheads", call_overheads,
+               "also fit a host time per call for each op and algorithm (a per-call floor no link explains)");
   if (!parseArgs(app, argc, argv)) return 0;
   const auto parsed = sim::parseSetting(setting);
   p.nodes = parsed.nodes;
@@ -178,11 +180,12 @@ int simulateCalibrate(int argc, char** argv) {
   }
   if (!measured.empty()) {
     const auto rows = sim::readMeasured(measured);
-    c = fit ? sim::calibrate(p, rows, segment) : sim::evaluate(p, rows, segment);
+    c = fit ? sim::calibrate(p, rows, segment, call_overheads) : sim::evaluate(p, rows, segment);
     std::printf("# %s: bandwidth factor %.4f (links at %.1f Mbit/s), latency %.1f us per link (%zu rows)\n",
                 setting.c_str(), c.platform.bandwidth_factor,
                 c.platform.link_Bps * c.platform.bandwidth_factor * 8 / 1e6, c.platform.link_latency_s * 1e6,
                 rows.size());
+    for (const auto& [key, h] : c.platform.call_overhead_s) std::printf("# host time per call %s: %.1f us\n", key.c_str(), h * 1e6);
     printCalibration(c);
   }
   if (!timeline.empty()) {

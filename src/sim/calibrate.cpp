@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 
 #include "lowcomm/base/error.h"
 
@@ -50,6 +51,33 @@ double loss(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t 
     ++k;
   }
   return k ? sum / k : 0;
+}
+
+// Simulated times of the rows selected by `use` (0 for the others).
+std::vector<double> simulateRows(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t seg,
+                                 const std::function<bool(const MeasuredRow&)>& use) {
+  std::vector<double> t(rows.size(), 0);
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (use(rows[i])) t[i] = simulateCollective(p, specFor(rows[i], p, seg)).time_s;
+  return t;
+}
+
+// Per "op/algo" of the selected rows: the host time per call h >= 0 that, added to each row's
+// simulated time `sim` (without any), minimises the squared relative error (closed form).
+std::map<std::string, double> fitCallOverheads(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t seg,
+                                               const std::function<bool(const MeasuredRow&)>& use,
+                                               const std::vector<double>& sim) {
+  std::map<std::string, std::pair<double, double>> acc;  // sum (m - s) / m^2, sum 1 / m^2
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!use(rows[i])) continue;
+    const double m = rows[i].time_s;
+    auto& a = acc[callKey(specFor(rows[i], p, seg))];
+    a.first += (m - sim[i]) / (m * m);
+    a.second += 1 / (m * m);
+  }
+  std::map<std::string, double> h;
+  for (const auto& [key, a] : acc) h[key] = std::max(0.0, a.first / a.second);
+  return h;
 }
 
 }  // namespace
@@ -105,8 +133,10 @@ Calibration evaluate(const PlatformSpec& p, const std::vector<MeasuredRow>& rows
   return c;
 }
 
-Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>& rows, size_t segment_bytes) {
+Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>& rows, size_t segment_bytes,
+                      bool call_overheads) {
   PlatformSpec p = start;
+  if (call_overheads) p.call_overhead_s.clear();
   const auto large = [](const MeasuredRow& r) { return r.bytes >= (1u << 20); };
   const auto small = [](const MeasuredRow& r) { return r.bytes < (1u << 20); };
   const bool any_large = std::any_of(rows.begin(), rows.end(), large);
@@ -120,7 +150,7 @@ Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>&
             return loss(q, rows, segment_bytes, large);
           },
           0.3, 1.2, 18);
-    if (any_small)
+    if (any_small && !call_overheads)
       p.link_latency_s = goldenMin(
           [&](double lat) {
             PlatformSpec q = p;
@@ -128,6 +158,11 @@ Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>&
             return loss(q, rows, segment_bytes, small);
           },
           0.0, 2e-3, 18);
+    if (any_small && call_overheads) {  // the latency stays; each algorithm's time per call fits
+      PlatformSpec q = p;
+      q.call_overhead_s.clear();
+      p.call_overhead_s = fitCallOverheads(q, rows, segment_bytes, small, simulateRows(q, rows, segment_bytes, small));
+    }
   }
   return evaluate(p, rows, segment_bytes);
 }
@@ -148,6 +183,7 @@ void saveCalibration(const std::string& path, const std::string& setting, const 
                             {"cores", c.platform.cores},
                             {"notice_bytes", c.platform.notice_bytes},
                             {"message_overhead_s", c.platform.message_overhead_s},
+                            {"call_overhead_s", c.platform.call_overhead_s},
                             {"mean_abs_error", c.mean_abs_error},
                             {"max_abs_error", c.max_abs_error},
                             {"rows", rows}};
@@ -185,6 +221,15 @@ PlatformSpec loadCalibration(const std::string& path) {
   // Files written before these existed: the defaults.
   if (j.contains("notice_bytes")) num("notice_bytes", p.notice_bytes);
   if (j.contains("message_overhead_s")) num("message_overhead_s", p.message_overhead_s);
+  if (j.contains("call_overhead_s")) {
+    if (!j["call_overhead_s"].is_object())
+      throw ConfigError("calibration '" + path + "': 'call_overhead_s' is not an object of \"op/algo\": seconds");
+    for (const auto& [key, v] : j["call_overhead_s"].items()) {
+      if (!v.is_number() || v.get<double>() < 0)
+        throw ConfigError("calibration '" + path + "': call_overhead_s '" + key + "' is not a time >= 0 (seconds)");
+      p.call_overhead_s[key] = v.get<double>();
+    }
+  }
   p.nodes = static_cast<int>(nodes);
   p.ppn = static_cast<int>(ppn);
   p.cores = static_cast<int>(cores);

@@ -69,6 +69,15 @@ CallSpec callOf(const CollectiveSpec& s) {
   return c;
 }
 
+}  // namespace
+
+std::string callKey(const CollectiveSpec& s) {
+  const CallSpec c = callOf(s);
+  return c.op + "/" + comm::algoName(c.algo);
+}
+
+namespace {
+
 CollectiveResult runSimulation(const PlatformSpec& p, const CollectiveSpec& s) {
   SimPlatform plat = buildPlatform(p);
   const int n = p.world();

@@ -1,5 +1,7 @@
 #include "run_call.h"
 
+#include <simgrid/s4u/Actor.hpp>
+
 #include <string>
 
 #include "ina.h"
@@ -47,6 +49,8 @@ void runCall(SimExchange& ex, const comm::Group& g, const CallSpec& c, int defau
              comm::Scratch& scratch) {
   const size_t es = comm::dtypeSize(c.dtype);
   const int n = g.size();
+  if (const double h = ex.network().callOverhead(c.op + "/" + comm::algoName(c.algo)); h > 0)
+    simgrid::s4u::this_actor::sleep_for(h);
   if (c.op == "allreduce" && ex.network().ina && spansNodes(ex.network(), g)) {
     ex.network().ina->allreduce(ex.rank(), g.ranks, c.bytes, ex.seq());
   } else if (c.op == "allreduce") {

@@ -23,6 +23,7 @@ SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> no
       world_(static_cast<int>(host_of_rank.size())),
       notice_bytes_(p.notice_bytes),
       message_overhead_s_(p.message_overhead_s),
+      call_overhead_s_(p.call_overhead_s),
       host_of_(std::move(host_of_rank)),
       node_of_(std::move(node_of)) {
   for (int r = 0; r < world_; ++r) leaf_of_.push_back(p.leafOfRank(r));

@@ -40,6 +40,11 @@ class SimNetwork {
   bool sameNode(int a, int b) const { return node_of_[a] == node_of_[b]; }
   bool otherLeaf(int a, int b) const { return leaf_of_[a] != leaf_of_[b]; }
   int world() const { return world_; }
+  // PlatformSpec::call_overhead_s of "op/algo" (0 when it has none).
+  double callOverhead(const std::string& key) const {
+    const auto it = call_overhead_s_.find(key);
+    return it == call_overhead_s_.end() ? 0.0 : it->second;
+  }
 
   // Queues a message on the pair's connection; `done` is released once it has been received.
   void enqueue(int src, int dst, uint64_t slot, uint64_t bytes, simgrid::s4u::SemaphorePtr done);
@@ -75,6 +80,7 @@ class SimNetwork {
   int world_;
   long actors_ = 0, map_limit_ = 0;  // daemon actors made so far; vm.max_map_count (-1: unknown)
   double notice_bytes_, message_overhead_s_;
+  std::map<std::string, double> call_overhead_s_;
   std::vector<simgrid::s4u::Host*> host_of_;
   std::vector<int> node_of_, leaf_of_;
   std::unordered_map<uint64_t, simgrid::s4u::Mailbox*> boxes_;

@@ -87,3 +87,19 @@ TEST(SimTune, AMarginKeepsTheFixedChoiceUnlessAnotherIsClearlyFaster) {
   for (const auto& row : none.rows) EXPECT_EQ(row.best, row.fastest) << row.bytes;
   EXPECT_EQ(none.rows[0].best, Algo::halving_doubling);  // 500 us links: 2 steps beat hier's 4 hops
 }
+
+// A calibrated per-call floor (PlatformSpec::call_overhead_s) moves the choice: with halving-
+// doubling's calls 20 ms dearer than the ring's, a 4 KiB buffer on 4 x 1 goes to the ring, where
+// the fixed table (and the same platform without the floor) takes halving-doubling.
+TEST(SimTune, AHostTimePerCallMovesTheChoice) {
+  PlatformSpec p = star(4, 1);
+  const auto plain = tune(p, {4096}, kAll, 1 << 20, 0.15);
+  ASSERT_EQ(plain.rows.size(), 1u);
+  EXPECT_EQ(plain.rows[0].best, Algo::halving_doubling);
+  p.call_overhead_s["allreduce/hd"] = 20e-3;
+  const auto floored = tune(p, {4096}, kAll, 1 << 20, 0.15);
+  EXPECT_EQ(floored.rows[0].fixed, Algo::halving_doubling);
+  EXPECT_EQ(floored.rows[0].best, Algo::ring);
+  EXPECT_NEAR(floored.rows[0].time_s[1] - plain.rows[0].time_s[1], 20e-3, 1e-6);  // hd: exactly the floor more
+  EXPECT_DOUBLE_EQ(floored.rows[0].time_s[0], plain.rows[0].time_s[0]);        // ring: unchanged
+}

@@ -39,8 +39,12 @@ std::vector<MeasuredRow> readMeasured(const std::string& path);
 CollectiveSpec specFor(const MeasuredRow& row, const PlatformSpec& p, size_t segment_bytes);
 
 // Fits bandwidth_factor (to the rows of at least 1 MiB) and link_latency_s (to the smaller ones)
-// by minimising the mean squared relative error, starting from `start`.
-Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>& rows, size_t segment_bytes);
+// by minimising the mean squared relative error, starting from `start`. With `call_overheads`,
+// the latency stays start's (the links' own) and the smaller rows fit a host time per call for
+// each op and algorithm instead (PlatformSpec::call_overhead_s: >= 0, least squares on the
+// relative error); the bandwidth is then refitted with those overheads in place.
+Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>& rows, size_t segment_bytes,
+                      bool call_overheads = false);
 
 // Simulates every row on `p` and reports the errors (no fitting): validation.
 Calibration evaluate(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t segment_bytes);

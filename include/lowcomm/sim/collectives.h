@@ -40,6 +40,10 @@ struct CollectiveResult {
 // Error when the simulation fails (the child's message).
 CollectiveResult simulateCollective(const PlatformSpec& platform, const CollectiveSpec& spec);
 
+// The key of PlatformSpec::call_overhead_s the simulation of `spec` uses ("allreduce/ring";
+// allgather runs as "allgatherv/...").
+std::string callKey(const CollectiveSpec& spec);
+
 // Algorithms the simulator runs for `op` (for listings and errors).
 std::vector<std::string> simulatedAlgorithms(const std::string& op);
 

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace lowcomm::sim {
@@ -44,6 +45,12 @@ struct PlatformSpec {
   // message: system calls, Gloo's event loop, scheduling when the cores are oversubscribed).
   // Calibrated from a training run's timeline (simulate calibrate --timeline).
   double message_overhead_s = 0;
+  // Host time per collective call, by "op/algo" as the simulator runs it ("allreduce/ring",
+  // "allreduce/hier", "allgatherv/ring", ...): every rank waits this long before the call's first
+  // message. What the links cannot explain, e.g. a per-call floor of several processes sharing
+  // few cores, which makes a 4 KiB allreduce cost the same whatever its number of steps.
+  // Calibrated per algorithm (simulate calibrate --call-overheads); absent: none.
+  std::map<std::string, double> call_overhead_s;
   // In-network aggregation: the unit the switch sums (coarser for buffers over 64 of them) and
   // how many of a rank's chunks may await their sum (the switch's slot pool).
   bool in_network_aggregation = false;
