@@ -213,15 +213,30 @@ int worker(const CollectiveBenchOptions& o) {
       const size_t es = comm::dtypeSize(o.dtype);
       Case k(op, o.dtype, n, rank, countFor(op, bytes, es, n));
       const size_t real_bytes = k.count * es * (op == "allgather" || op == "reduce_scatter" || op == "alltoall" ? n : 1);
-      for (const auto& a : algos) {
-        const Algo algo = op == "allreduce" || op == "broadcast" || op == "allgather" ? comm::parseAlgo(a)
-                                                                                     : Algo::automatic;
+      auto algoOf = [&](const std::string& a) {
+        return op == "allreduce" || op == "broadcast" || op == "allgather" ? comm::parseAlgo(a) : Algo::automatic;
+      };
+      // --rounds: every algorithm once per round, in turn (each round starting one later), so a
+      // slow phase of the machine hits them alike; each row is its algorithm's median round.
+      std::vector<std::vector<double>> round_us(algos.size());
+      for (int round = 0; round < o.rounds; ++round)
+        for (size_t j = 0; j < algos.size(); ++j) {
+          const size_t i = (j + static_cast<size_t>(round)) % algos.size();
+          const Algo algo = algoOf(algos[i]);
+          if (algo == Algo::shm && (!c.allLocal() || o.shm == comm::ShmMode::off)) continue;
+          k.fill();
+          round_us[i].push_back(timeIt(c, o, [&] { runOurs(c, k, algo); }));
+        }
+      for (size_t i = 0; i < algos.size(); ++i) {
+        const std::string& a = algos[i];
+        const Algo algo = algoOf(a);
         if (algo == Algo::shm && (!c.allLocal() || o.shm == comm::ShmMode::off)) {
           if (rank == 0 && bytes == o.sizes.front()) std::printf("# shm rows skipped: ranks do not share a host (or --shm off)\n");
           continue;
         }
-        k.fill();
-        const double us = timeIt(c, o, [&] { runOurs(c, k, algo); });
+        auto& us_all = round_us[i];
+        std::nth_element(us_all.begin(), us_all.begin() + us_all.size() / 2, us_all.end());
+        const double us = us_all[us_all.size() / 2];
         k.fill();
         runOurs(c, k, algo);
         int64_t wrong = k.wrong();
@@ -284,6 +299,11 @@ int benchCollectives(int argc, char** argv) {
   app.add_option("--iters", o.max_iters, "at most this many timed calls per case")->capture_default_str();
   app.add_option("--min-iters", o.min_iters, "at least this many timed calls per case")->capture_default_str();
   app.add_option("--seconds", o.seconds_per_size, "timing budget per case")->capture_default_str();
+  app.add_option("--rounds", o.rounds,
+                 "time each size's algorithms in turn this many times (--seconds each) and report each one's median "
+                 "round: a slow phase of a shared machine then hits every algorithm alike")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   app.add_flag("!--no-baseline", o.baseline, "skip the c10d-gloo rows");
   app.add_flag("--torch-lowcomm", o.torch_lowcomm,
                "also time our torch.distributed backend (ProcessGroupLowcomm through c10d's API: its queue and "

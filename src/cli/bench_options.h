@@ -19,6 +19,7 @@ struct CollectiveBenchOptions {
   int max_iters = 1000;
   int min_iters = 3;
   double seconds_per_size = 1.0;       // timing budget per (op, algo, size)
+  int rounds = 1;  // each size's algorithms timed in turn this many times; a row is the median round
   bool baseline = true;                // also measure c10d::ProcessGroupGloo
   bool torch_lowcomm = false;          // also measure our c10d backend (ProcessGroupLowcomm)
   std::string json;

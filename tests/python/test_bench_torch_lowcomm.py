@@ -23,3 +23,20 @@ def test_bench_collectives_has_checked_torch_lowcomm_rows_for_every_op():
     assert len(ours) == 3 * len(ops)
     assert all(r["wrong"] == 0 and r["time_us"] > 0 and r["world"] == 3 for r in rows)
     assert {r["op"] for r in rows if r["backend"] == "c10d-gloo"} == set(ops) - {"reduce_scatter"}
+
+
+def test_bench_collectives_rounds_give_one_checked_row_per_case_and_bad_counts_are_refused():
+    """--rounds: each size's algorithms timed in turn over the rounds, still one row per case."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "rows.json")
+        out = subprocess.run([LOWCOMM, "bench", "collectives", "--nproc", "2", "--sizes", "4KiB,64KiB", "--algos",
+                              "auto,ring,hd", "--seconds", "0.05", "--min-iters", "2", "--rounds", "3", "--no-baseline",
+                              "--json", path], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout + out.stderr
+        rows = json.load(open(path))
+    assert sorted((r["bytes"], r["algo"].split(":")[0]) for r in rows) == sorted(
+        (b, a) for b in (4096, 65536) for a in ("auto", "ring", "hd"))
+    assert all(r["wrong"] == 0 and r["time_us"] > 0 for r in rows)
+    bad = subprocess.run([LOWCOMM, "bench", "collectives", "--nproc", "2", "--rounds", "0"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode != 0 and "--rounds" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
