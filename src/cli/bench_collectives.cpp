@@ -198,8 +198,9 @@ int worker(const CollectiveBenchOptions& o) {
   std::string base_names;
   for (const auto& [name, b] : backends) base_names += (base_names.empty() ? "" : ", ") + name;
   if (rank == 0) {
-    std::printf("# lowcomm bench collectives: world %d, dtype %s, %zu sizes, through c10d: %s\n", n,
-                comm::dtypeName(o.dtype), o.sizes.size(), base_names.empty() ? "off" : base_names.c_str());
+    std::printf("# lowcomm bench collectives: world %d, dtype %s, %zu sizes, %d round%s, through c10d: %s\n", n,
+                comm::dtypeName(o.dtype), o.sizes.size(), o.rounds, o.rounds == 1 ? "" : "s",
+                base_names.empty() ? "off" : base_names.c_str());
     printHeader();
   }
   std::vector<Row> rows;

@@ -163,13 +163,15 @@ int simulateCalibrate(int argc, char** argv) {
   app.add_option("--out", out, "write the fitted platform here (JSON; simulate collectives --calibration)");
   app.add_flag("!--no-fit", fit, "only compare (validation of the current values)");
   app.add_flag("--call-overheads", call_overheads,
-               "also fit a host time per call for each op and algorithm (a per-call floor no link explains)");
+               "keep the links' latency and fit a host time per call for each op and algorithm to the rows below "
+               "1 MiB instead (a per-call floor no link explains)");
   if (!parseArgs(app, argc, argv)) return 0;
   const auto parsed = sim::parseSetting(setting);
   p.nodes = parsed.nodes;
   p.ppn = parsed.ppn;
   p.link_Bps = parsed.link_Bps;
   if (measured.empty() && timeline.empty()) throw ConfigError("simulate calibrate: give --measured, --timeline or both");
+  if (call_overheads && !fit) throw ConfigError("simulate calibrate: --call-overheads fits; it does not go with --no-fit");
   if (!base.empty() && !measured.empty())
     throw ConfigError("simulate calibrate: --calibration replaces fitting --measured rows; give one of them");
   sim::Calibration c;

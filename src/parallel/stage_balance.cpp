@@ -48,8 +48,11 @@ std::vector<int64_t> measureUnitTimes(ShardedModel& model, int64_t micro_batch, 
   LC_ENFORCE(micro_batch >= 1 && reps >= 1, "measureUnitTimes: micro_batch and reps must be >= 1");
   KeepGlobalRng keep;
   auto gen = at::detail::createCPUGenerator(0);
-  std::vector<torch::Tensor> saved;  // the caller's gradients, put back at the end
-  for (auto& p : model.parameters()) saved.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+  std::vector<torch::Tensor> saved;  // the caller's gradient tensors themselves, put back at the end
+  for (auto& p : model.parameters()) {
+    saved.push_back(p.grad());
+    p.mutable_grad() = torch::Tensor();
+  }
   std::vector<int64_t> times(units);
   for (int u = 0; u < units; ++u) {
     const auto x = unitInput(s, u, micro_batch, gen);

@@ -118,7 +118,9 @@ void runCoarse(Shared& sh, int rank, int thread, const CallSpec& c) {
   const double t0 = sg4::Engine::get_clock();
   const auto [sent, msgs] = runGroupCall(sh, rank, s, false);
   const double scale = static_cast<double>(n - 1) / static_cast<double>(m - 1);
-  sg4::this_actor::sleep_for((sg4::Engine::get_clock() - t0) * (scale - 1));
+  // The ring's steps scale with the ranks; the host's time per call (waited in runCall) does not.
+  const double per_call = sh.net.callOverhead(c.op + "/" + comm::algoName(c.algo));
+  sg4::this_actor::sleep_for(std::max(0.0, sg4::Engine::get_clock() - t0 - per_call) * (scale - 1));
   const auto scaled = [scale](uint64_t v) { return static_cast<uint64_t>(static_cast<double>(v) * scale + 0.5); };
   sh.net.count(rank, next, scaled(sent), scaled(msgs));
   if (rank == 0) {  // publishes for the ranks outside the sample

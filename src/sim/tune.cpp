@@ -24,6 +24,14 @@ std::vector<comm::Algo> candidatesFor(const PlatformSpec& p, const std::vector<c
     if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
   }
   if (out.empty()) throw ConfigError("simulate tune: no candidate algorithm runs on this platform's shape");
+  // With host times per call calibrated, a candidate without one would compete for free.
+  for (comm::Algo a : out)
+    if (!p.call_overhead_s.empty() && !p.call_overhead_s.count(std::string("allreduce/") + comm::algoName(a)))
+      throw ConfigError(std::string("simulate tune: the calibration has host times per call (call_overhead_s) but none "
+                                    "for allreduce/") +
+                        comm::algoName(a) +
+                        " (a candidate, or the fixed table's choice): calibrate --call-overheads with rows of "
+                        "every candidate algorithm");
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "resume_check.h"
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/train/checkpoint.h"
 #include "strategies.h"
 
 namespace lowcomm::train {
@@ -76,6 +77,22 @@ void checkResumedAlike(comm::Communicator& world, comm::Communicator* replicas, 
                       std::to_string(latest) + " holds other weights than rank " + std::to_string(verdicts[2 * r + 1]) +
                       "'s, which it trains in step with" +
                       (verdicts[2 * r] == world.rank() ? " ('" + file + "')" : std::string()));
+}
+
+// A checkpoint holds each rank's shard of its grid: it only loads under the same grid.
+void checkResumedGrid(const std::string& rank0_file, const std::vector<int64_t>& now) {
+  const auto was = readCheckpointGrid(rank0_file);
+  auto str = [](std::vector<int64_t> g) {
+    if (g.size() == 3) g.insert(g.end(), {0, 1, 2});  // written before parallel.order: the default order
+    g.resize(6, -1);
+    auto axis = [](int64_t a) { return a == 0 ? "tp" : a == 1 ? "dp" : a == 2 ? "pp" : "?"; };
+    return "dp " + std::to_string(g[0]) + " x tp " + std::to_string(g[1]) + " x pp " + std::to_string(g[2]) + " (order " +
+           axis(g[3]) + "-" + axis(g[4]) + "-" + axis(g[5]) + ")";
+  };
+  if (!was.empty() && str(was) != str(now))
+    throw ConfigError("--resume: '" + rank0_file + "' was written by a " + str(was) + " grid, this run is " + str(now) +
+                      "; a checkpoint is resharded only through model_state.pt (resume with the same parallel.tp, "
+                      "parallel.pp, parallel.order and number of processes)");
 }
 
 }  // namespace lowcomm::train

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "lowcomm/comm/communicator.h"
 #include "lowcomm/train/config.h"
@@ -25,5 +26,10 @@ int64_t weightsHash(torch::nn::Module& model);
 // foreign file is a DataError on every rank naming the rank (and, on that rank, `file`).
 void checkResumedAlike(comm::Communicator& world, comm::Communicator* replicas, int64_t loaded_step, int64_t latest,
                        torch::nn::Module& model, const std::string& file);
+
+// A checkpoint holds each rank's shard of its grid: ConfigError naming both grids when the
+// checkpoint `rank0_file` was written under another {dp, tp, pp, order} than `now` (a checkpoint
+// that recorded none passes).
+void checkResumedGrid(const std::string& rank0_file, const std::vector<int64_t>& now);
 
 }  // namespace lowcomm::train

@@ -1,5 +1,6 @@
 #include "stage_cut.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "lowcomm/base/error.h"
@@ -16,18 +17,21 @@ std::string list(const std::vector<int>& v) {
   return "[" + s + "]";
 }
 
-// The boundaries the latest checkpoint recorded (empty: none), the same on every rank.
-std::vector<int> checkpointBounds(comm::Communicator& world, const std::string& ckpt_dir) {
+// The boundaries the latest checkpoint recorded, the same on every rank; false when there is no
+// checkpoint to resume from (a checkpoint that recorded none gives true and no boundaries).
+bool checkpointBounds(comm::Communicator& world, const std::string& ckpt_dir, std::vector<int>& out) {
   std::vector<int64_t> b;
+  int64_t n = -1;
   if (world.rank() == 0) {
     const int64_t step = readLatest(ckpt_dir);
     if (step >= 0) b = readCheckpointStageBounds(checkpointFile(ckpt_dir, step, 0));
+    n = step >= 0 ? static_cast<int64_t>(b.size()) : -1;
   }
-  int64_t n = static_cast<int64_t>(b.size());
   world.broadcast(&n, 1, comm::DType::i64, 0);
-  b.resize(n);
+  b.resize(std::max<int64_t>(0, n));
   if (n > 0) world.broadcast(b.data(), b.size(), comm::DType::i64, 0);
-  return std::vector<int>(b.begin(), b.end());
+  out.assign(b.begin(), b.end());
+  return n >= 0;
 }
 
 }  // namespace
@@ -40,15 +44,17 @@ StageCut cutStages(const TrainConfig& cfg, const nn::Model& full, comm::Communic
                    const std::string& ckpt_dir, bool resuming) {
   StageCut cut;
   if (pp <= 1) return cut;
-  if (cfg.parallel.balance == "params") {
+  // A checkpoint written before boundaries were recorded was cut by parameters.
+  const bool old_checkpoint =
+      cfg.parallel.balance == "time" && resuming && checkpointBounds(world, ckpt_dir, cut.bounds) && cut.bounds.empty();
+  if (!cut.bounds.empty()) {
+    cut.weight_unit = "checkpoint";
+    return cut;
+  }
+  if (cfg.parallel.balance == "params" || old_checkpoint) {
     cut.unit_weights = parallel::unitParameters(full);
     cut.weight_unit = "parameters";
   } else {
-    if (resuming) cut.bounds = checkpointBounds(world, ckpt_dir);
-    if (!cut.bounds.empty()) {
-      cut.weight_unit = "checkpoint";
-      return cut;
-    }
     const auto& p = cfg.parallel;
     const int64_t micro_batch = cfg.data.batch_size * p.tp * p.pp / p.micro_batches;
     cut.unit_weights = parallel::measuredUnitTimes(full, world, micro_batch, /*reps=*/5);

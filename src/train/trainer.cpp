@@ -87,7 +87,6 @@ class TrainingRun {
   nn::ModelSpec modelSpec() const;
   bool lm() const { return train_.task == data::Task::language_model; }
   void resumeOrStart();
-  void checkResumedGrid(const std::string& rank0_file) const;
   void openMetrics();
   void trainStep();
   void logStep(const std::string& phase);
@@ -263,7 +262,7 @@ void TrainingRun::resumeOrStart() {
     loader_->startEpoch(0);
     return;
   }
-  checkResumedGrid(checkpointFile(ckpt_dir_.string(), resume_step, 0));
+  checkResumedGrid(checkpointFile(ckpt_dir_.string(), resume_step, 0), gridRecord(grid_));
   if (shard_) checkResumedCut(checkpointFile(ckpt_dir_.string(), resume_step, 0), shard_->boundaries());
   const std::string file = checkpointFile(ckpt_dir_.string(), resume_step, rank_);
   const uint64_t want = state_.config_hash;
@@ -273,23 +272,6 @@ void TrainingRun::resumeOrStart() {
     throw ConfigError("--resume: '" + file + "' was written with a different model, data, batch, seed, world size or compress codec");
   checkResumedAlike(*world_, strategy_->replicas(), state_.step, resume_step, *model_, file);
   loader_->seek(state_.position);
-}
-
-// A checkpoint holds each rank's shard of its grid: it only loads under the same grid.
-void TrainingRun::checkResumedGrid(const std::string& rank0_file) const {
-  const auto was = readCheckpointGrid(rank0_file);
-  const std::vector<int64_t> now = gridRecord(grid_);
-  auto str = [](std::vector<int64_t> g) {
-    if (g.size() == 3) g.insert(g.end(), {0, 1, 2});  // written before parallel.order: the default order
-    g.resize(6, -1);
-    auto axis = [](int64_t a) { return a == 0 ? "tp" : a == 1 ? "dp" : a == 2 ? "pp" : "?"; };
-    return "dp " + std::to_string(g[0]) + " x tp " + std::to_string(g[1]) + " x pp " + std::to_string(g[2]) + " (order " +
-           axis(g[3]) + "-" + axis(g[4]) + "-" + axis(g[5]) + ")";
-  };
-  if (!was.empty() && str(was) != str(now))
-    throw ConfigError("--resume: '" + rank0_file + "' was written by a " + str(was) + " grid, this run is " + str(now) +
-                      "; a checkpoint is resharded only through model_state.pt (resume with the same parallel.tp, "
-                      "parallel.pp, parallel.order and number of processes)");
 }
 
 void TrainingRun::openMetrics() {

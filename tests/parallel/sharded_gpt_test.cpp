@@ -259,7 +259,7 @@ TEST(StageBounds, GivenBoundsCutTheStages) {
       auto y = stage->forwardUnit(3, stage->forwardUnit(2, stage->forwardUnit(1, h)));
       EXPECT_TRUE(torch::equal(y, stage->forward(h))) << "forward is the composition of the units";
     }
-    for (const std::vector<int>& b : {std::vector<int>{0, 4}, {0, 2, 2, 4}, {0, 1, 5}, {1, 2, 4}, {0, 3, 2}}) {
+    for (const std::vector<int>& b : {std::vector<int>{0, 4}, {0, 2, 2, 4}, {0, 1, 5}, {1, 2, 4}, {0, 3, 2}, {0, 0, 4}, {0, 4, 4}}) {
       const auto e = errorOf([&] { makeShardedModel(*full, tp, pp, b); });
       EXPECT_NE(e.find("parallel.pp"), std::string::npos) << e;
     }

@@ -97,6 +97,13 @@ TEST(SimTune, AHostTimePerCallMovesTheChoice) {
   ASSERT_EQ(plain.rows.size(), 1u);
   EXPECT_EQ(plain.rows[0].best, Algo::halving_doubling);
   p.call_overhead_s["allreduce/hd"] = 20e-3;
+  try {  // the ring has no host time: it would compete for free
+    tune(p, {4096}, kAll, 1 << 20, 0.15);
+    ADD_FAILURE() << "a candidate without a host time per call was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("allreduce/ring"), std::string::npos) << e.what();
+  }
+  p.call_overhead_s["allreduce/ring"] = 0;
   const auto floored = tune(p, {4096}, kAll, 1 << 20, 0.15);
   EXPECT_EQ(floored.rows[0].fixed, Algo::halving_doubling);
   EXPECT_EQ(floored.rows[0].best, Algo::ring);

@@ -76,6 +76,15 @@ TEST(StageCut, ParamsOrTimeOrTheCheckpoints) {
   EXPECT_EQ(kept[1].bounds, (std::vector<int>{0, 1, 6}));
   EXPECT_EQ(kept[0].weight_unit, "checkpoint");
   EXPECT_EQ(fresh[0].weight_unit, "us") << "no checkpoint to resume from: measured";
+  // A checkpoint written before boundaries were recorded was cut by parameters: so is the resume.
+  writeCheckpoint(d.path.string(), 8, {});
+  std::vector<StageCut> old(2);
+  const auto errors_old = test::onRankThreads(2, [&](int r, std::shared_ptr<comm::Communicator> world) {
+    old[r] = cutStages(gptConfig("time"), *full, *world, 2, d.path.string(), true);
+  });
+  for (const auto& e : errors_old) EXPECT_EQ(e, "");
+  EXPECT_EQ(old[0].weight_unit, "parameters");
+  EXPECT_EQ(old[1].bounds, params[0].bounds);
   const auto j = timed[0].json("time");
   EXPECT_EQ(j["balance"], "time");
   EXPECT_EQ(j["boundaries"].size(), 3u);

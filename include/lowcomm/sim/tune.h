@@ -31,8 +31,8 @@ struct TuneResult {
 // within `margin` of it (a fraction: 0.15 keeps the fixed choice unless another is predicted 15 %
 // faster; the model's own error on the measured rows is the guide). Between two sizes whose
 // winners differ the boundary is their geometric mean; the largest size's winner takes every
-// larger buffer. ConfigError for no size, no candidate, a negative margin, or an algorithm that
-// is not a network allreduce.
+// larger buffer. ConfigError for no size, no candidate, a negative margin, an algorithm that
+// is not a network allreduce, or (p has call_overhead_s) a candidate without a host time per call.
 TuneResult tune(const PlatformSpec& p, std::vector<size_t> sizes, const std::vector<comm::Algo>& algos,
                 size_t segment_bytes, double margin = 0);
 
