@@ -24,15 +24,28 @@ torch::Tensor f32(const torch::Tensor& t) { return t.detach().to(torch::kFloat32
 Pipeline::Pipeline(std::shared_ptr<ShardedModel> model, std::shared_ptr<comm::Communicator> pp, PipelineOptions options,
                    Trace* trace)
     : model_(std::move(model)), pp_(std::move(pp)), options_(std::move(options)), trace_(trace) {
-  if (options_.schedule != "1f1b" && options_.schedule != "gpipe")
-    throw ConfigError("parallel.schedule: '" + options_.schedule + "' is not a pipeline schedule (1f1b, gpipe)");
+  if (options_.schedule != "1f1b" && options_.schedule != "gpipe" && options_.schedule != "interleaved")
+    throw ConfigError("parallel.schedule: '" + options_.schedule +
+                      "' is not a pipeline schedule (1f1b, gpipe, interleaved)");
   if (options_.micro_batches < 1)
     throw ConfigError("parallel.micro_batches: must be >= 1, got " + std::to_string(options_.micro_batches));
   stage_ = pp_->rank();
   stages_ = pp_->size();
   LC_ENFORCE(model_->stage() == stage_ && model_->stages() == stages_, "pipeline: the model is stage ",
              model_->stage(), " of ", model_->stages(), ", the communicator rank ", stage_, " of ", stages_);
-  stats_.theory = static_cast<double>(stages_ - 1) / static_cast<double>(options_.micro_batches + stages_ - 1);
+  const int v = model_->chunks();
+  if (options_.schedule == "interleaved") {
+    if (v < 2)
+      throw ConfigError("parallel.virtual_stages: the interleaved schedule needs a model of >= 2 chunks per rank, got " +
+                        std::to_string(v));
+    if (options_.micro_batches % stages_ != 0)
+      throw ConfigError("parallel.micro_batches: the interleaved schedule runs micro-batches in groups of " +
+                        std::to_string(stages_) + " (parallel.pp); " + std::to_string(options_.micro_batches) +
+                        " is not a multiple");
+  } else {
+    LC_ENFORCE(v == 1, "pipeline: schedule '", options_.schedule, "' runs one chunk per rank, the model has ", v);
+  }
+  stats_.theory = static_cast<double>(stages_ - 1) / static_cast<double>(v * options_.micro_batches + stages_ - 1);
 }
 
 torch::Tensor Pipeline::activation(const MicroBatch& mb) const {
@@ -82,7 +95,8 @@ torch::Tensor Pipeline::sendBackwardRecvForward(const torch::Tensor& input_grad,
 }
 
 torch::Tensor Pipeline::runStage(const MicroBatch& mb) {
-  const auto& in = model_->firstStage() ? mb.x : mb.input;
+  const auto& in = mb.first ? mb.x : mb.input;
+  if (model_->chunks() > 1) return model_->forwardChunk(mb.chunk, in);
   return forward_fn_ ? forward_fn_(in) : model_->forward(in);
 }
 
@@ -90,7 +104,7 @@ void Pipeline::forward(MicroBatch& mb, const LossFn& loss, double scale, double&
   TraceScope span(trace_, "forward", "compute", 0);
   const auto t0 = Clock::now();
   auto out = runStage(mb);
-  if (model_->lastStage()) {
+  if (mb.last) {
     out = loss(out, mb.y) * scale;
     total += out.item<double>();
   }
@@ -101,9 +115,9 @@ void Pipeline::forward(MicroBatch& mb, const LossFn& loss, double scale, double&
 torch::Tensor Pipeline::backward(MicroBatch& mb, const torch::Tensor& output_grad) {
   TraceScope span(trace_, "backward", "compute", 0);
   const auto t0 = Clock::now();
-  if (model_->lastStage()) mb.output.backward();
+  if (mb.last) mb.output.backward();
   else mb.output.backward(output_grad.to(mb.output.scalar_type()));
-  torch::Tensor input_grad = model_->firstStage() ? torch::Tensor() : mb.input.grad();
+  torch::Tensor input_grad = mb.first ? torch::Tensor() : mb.input.grad();
   mb = MicroBatch{};  // its activations are released here
   compute_s_ += since(t0);
   return input_grad;
@@ -121,12 +135,32 @@ double Pipeline::trainStep(const torch::Tensor& x, const torch::Tensor& y, doubl
     throw ConfigError("parallel.micro_batches: " + std::to_string(m) + " micro-batches do not divide a batch of " +
                       std::to_string(x.size(0)) + " (data.batch_size x parallel.tp x parallel.pp)");
   const auto xs = x.chunk(m), ys = y.chunk(m);
-  std::vector<MicroBatch> mbs(m);
-  for (int i = 0; i < m; ++i) mbs[i].x = xs[i], mbs[i].y = ys[i];
   const double per = scale / m;
   const int64_t heap0 = heapInUseBytes();
   const auto t0 = Clock::now();
   compute_s_ = 0;
+  double total = 0;
+  if (options_.schedule == "interleaved") {
+    total = trainInterleaved(xs, ys, per, loss, before_backward, heap0);
+  } else {
+    total = trainContiguous(xs, ys, per, loss, before_backward, heap0);
+  }
+  pp_->broadcast(&total, 1, comm::DType::f64, stages_ - 1);
+  if (++started_ > 1) {  // the first step warms up the allocator and the connections
+    ++stats_.steps;
+    stats_.compute_s += compute_s_;
+    stats_.wall_s += since(t0);
+  }
+  return total;
+}
+
+double Pipeline::trainContiguous(const std::vector<torch::Tensor>& xs, const std::vector<torch::Tensor>& ys,
+                                 double per, const LossFn& loss, const std::function<void(bool)>& before_backward,
+                                 int64_t heap0) {
+  const int m = options_.micro_batches;
+  std::vector<MicroBatch> mbs(m);
+  for (int i = 0; i < m; ++i)
+    mbs[i].x = xs[i], mbs[i].y = ys[i], mbs[i].first = model_->firstStage(), mbs[i].last = model_->lastStage();
   double total = 0;
   int fwd = 0, bwd = 0;
   auto backwardOldest = [&](const torch::Tensor& output_grad) {
@@ -167,25 +201,20 @@ double Pipeline::trainStep(const torch::Tensor& x, const torch::Tensor& y, doubl
       sendBackward(backwardOldest(g));
     }
   }
-  pp_->broadcast(&total, 1, comm::DType::f64, stages_ - 1);
-  if (++started_ > 1) {  // the first step warms up the allocator and the connections
-    ++stats_.steps;
-    stats_.compute_s += compute_s_;
-    stats_.wall_s += since(t0);
-  }
   return total;
 }
 
 std::pair<double, double> Pipeline::evalBatch(const torch::Tensor& x, const torch::Tensor& y, const ScoreFn& score) {
   torch::NoGradGuard no_grad;
   const auto xs = x.chunk(options_.micro_batches), ys = y.chunk(options_.micro_batches);
+  if (model_->chunks() > 1) return evalInterleaved(xs, ys, score);
   double sums[2] = {0, 0};
   for (size_t i = 0; i < xs.size(); ++i) {
     MicroBatch mb;
-    mb.x = xs[i], mb.y = ys[i];
+    mb.x = xs[i], mb.y = ys[i], mb.first = model_->firstStage(), mb.last = model_->lastStage();
     mb.input = recvForward(mb);
     mb.output = runStage(mb);
-    if (model_->lastStage()) {
+    if (mb.last) {
       const auto [loss, correct] = score(mb.output, mb.y);
       sums[0] += loss, sums[1] += correct;
     } else {

@@ -179,15 +179,23 @@ class ShardedGpt : public ShardedModel {
         full_paths_(full.modulePaths()) {
     const auto& s = spec();
     stage_ = pp_ ? pp_->rank() : 0;
-    const int first = bounds_[stage_], last = bounds_[stage_ + 1];
-    if (first == 0) {
+    stages_ = pp_ ? pp_->size() : 1;
+    chunks_ = (static_cast<int>(bounds_.size()) - 1) / stages_;
+    held_.assign(s.layers + 2, false);
+    for (int k = 0; k < chunks_; ++k)
+      for (int u = chunkUnits(k).first; u < chunkUnits(k).second; ++u) held_[u] = true;
+    if (held_[0]) {
       stem_ = register_module(nn::kStemName, VocabParallelEmbedding(s.classes, s.dim, tp_));
       pos_ = register_module("pos", Positions(s.seq_len, s.dim));
     }
     blocks_ = register_module("blocks", std::make_shared<torch::nn::Module>());
-    for (int u = std::max(first, 1); u < std::min(last, s.layers + 1); ++u)
+    block_of_unit_.assign(s.layers + 2, -1);
+    for (int u = 1; u <= s.layers; ++u) {
+      if (!held_[u]) continue;
+      block_of_unit_[u] = static_cast<int>(block_list_.size());
       block_list_.push_back(blocks_->register_module(std::to_string(u - 1), TpBlock(s.dim, s.heads, tp_)));
-    if (last == s.layers + 2) {
+    }
+    if (held_[s.layers + 1]) {
       norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({s.dim})));
       if (!s.tied)
         head_ = register_module(nn::kHeadName, ColumnParallelLinear(s.dim, s.classes, tp_, /*bias=*/false, false));
@@ -196,14 +204,20 @@ class ShardedGpt : public ShardedModel {
   }
 
   torch::Tensor forward(torch::Tensor x) override {
-    for (int u = bounds_[stage_]; u < bounds_[stage_ + 1]; ++u) x = forwardUnit(u, std::move(x));
+    LC_ENFORCE(chunks_ == 1, "pipeline stage ", stage_, " holds ", chunks_, " model chunks: run each with forwardChunk()");
+    return forwardChunk(0, std::move(x));
+  }
+
+  torch::Tensor forwardChunk(int k, torch::Tensor x) override {
+    LC_ENFORCE(k >= 0 && k < chunks_, "pipeline stage ", stage_, " holds model chunks [0, ", chunks_, "), not ", k);
+    for (int u = chunkUnits(k).first; u < chunkUnits(k).second; ++u) x = forwardUnit(u, std::move(x));
     return x;
   }
 
   torch::Tensor forwardUnit(int u, torch::Tensor x) override {
     const auto& s = spec();
-    const int first = bounds_[stage_], last = bounds_[stage_ + 1];
-    LC_ENFORCE(u >= first && u < last, "pipeline stage ", stage_, " holds units [", first, ", ", last, "), not unit ", u);
+    LC_ENFORCE(u >= 0 && u < s.layers + 2 && held_[u], "pipeline stage ", stage_, " holds units ", heldList(),
+               ", not unit ", u);
     if (u == 0) {
       LC_ENFORCE(x.dim() == 2 && x.size(1) >= 1 && x.size(1) <= s.seq_len &&
                      (x.scalar_type() == torch::kInt64 || x.scalar_type() == torch::kInt32),
@@ -213,7 +227,7 @@ class ShardedGpt : public ShardedModel {
     }
     LC_ENFORCE(x.dim() == 3 && x.size(2) == s.dim, "pipeline stage ", stage_, " expects activations [B, T, ", s.dim,
                "], got ", x.sizes());
-    if (u <= s.layers) return block_list_[u - std::max(first, 1)]->forward(x);
+    if (u <= s.layers) return block_list_[block_of_unit_[u]]->forward(x);
     const auto h = norm_->forward(x);
     if (head_) return head_->forward(h);
     return torch::matmul(copyToRegion(h, *tp_), stem_->weight.t());  // tied: the embedding's rows
@@ -242,7 +256,7 @@ class ShardedGpt : public ShardedModel {
     torch::NoGradGuard no_grad;
     auto mine = named_parameters();
     for (auto& p : full.named_parameters()) {
-      const int owner = stageOfUnit(unitOf(p.key(), spec().layers));
+      const int owner = rankOfUnit(unitOf(p.key(), spec().layers));
       torch::Tensor t;
       if (owner == stage_) {
         const auto* shard = mine.find(p.key());
@@ -282,20 +296,33 @@ class ShardedGpt : public ShardedModel {
 
   comm::Communicator& tp() override { return *tp_; }
   int stage() const override { return stage_; }
-  int stages() const override { return static_cast<int>(bounds_.size()) - 1; }
+  int stages() const override { return stages_; }
   std::vector<int64_t> activationShape(const torch::Tensor& tokens) const override {
     return {tokens.size(0), tokens.size(1), spec().dim};
   }
-  std::pair<int, int> units() const override { return {bounds_[stage_], bounds_[stage_ + 1]}; }
+  int chunks() const override { return chunks_; }
+  std::pair<int, int> chunkUnits(int k) const override {
+    const int c = k * stages_ + stage_;
+    return {bounds_[c], bounds_[c + 1]};
+  }
   std::vector<int> boundaries() const override { return bounds_; }
 
  private:
   int64_t vocabStart() const { return tp_->rank() * (spec().classes / tp_->size()); }
 
-  int stageOfUnit(int u) const {
-    int k = 0;
-    while (bounds_[k + 1] <= u) ++k;
-    return k;
+  // The pipeline rank holding unit u: chunk c's rank is c mod P.
+  int rankOfUnit(int u) const {
+    int c = 0;
+    while (bounds_[c + 1] <= u) ++c;
+    return c % stages_;
+  }
+
+  std::string heldList() const {
+    std::string out;
+    for (int k = 0; k < chunks_; ++k)
+      out += (out.empty() ? "[" : ", [") + std::to_string(chunkUnits(k).first) + ", " +
+             std::to_string(chunkUnits(k).second) + ")";
+    return out;
   }
 
   void loadShards(const nn::Model& full) {
@@ -313,7 +340,9 @@ class ShardedGpt : public ShardedModel {
 
   Comm tp_, pp_;
   std::vector<int> bounds_;
-  int stage_ = 0;
+  int stage_ = 0, stages_ = 1, chunks_ = 1;
+  std::vector<bool> held_;          // per unit: on this rank
+  std::vector<int> block_of_unit_;  // per unit: index into block_list_, -1 when not a held block
   VocabParallelEmbedding stem_{nullptr};
   Positions pos_{nullptr};
   std::shared_ptr<torch::nn::Module> blocks_;
@@ -363,7 +392,8 @@ std::vector<int64_t> unitParameters(const nn::Model& full) {
 }
 
 std::shared_ptr<ShardedModel> makeShardedModel(const nn::Model& full, std::shared_ptr<comm::Communicator> tp,
-                                               std::shared_ptr<comm::Communicator> pp, std::vector<int> bounds) {
+                                               std::shared_ptr<comm::Communicator> pp, std::vector<int> bounds,
+                                               int virtual_stages) {
   const auto& s = full.spec();
   if (s.name != "gpt")
     throw ConfigError("model.name: tensor and pipeline parallelism (parallel.tp, parallel.pp) split \"gpt\", not \"" +
@@ -374,14 +404,26 @@ std::shared_ptr<ShardedModel> makeShardedModel(const nn::Model& full, std::share
     throw ConfigError("parallel.pp: a tied head (model.tied = true) needs the embedding on the last stage; use "
                       "model.tied = false with parallel.pp > 1");
   const int stages = pp ? pp->size() : 1, units = s.layers + 2;
-  if (bounds.empty()) bounds = stageBounds(unitParameters(full), stages);
-  bool cuts = static_cast<int>(bounds.size()) == stages + 1 && bounds.front() == 0 && bounds.back() == units;
+  if (virtual_stages < 1 || (virtual_stages > 1 && stages < 2))
+    throw ConfigError("parallel.virtual_stages: " + std::to_string(virtual_stages) +
+                      " model chunks per rank need a pipeline (parallel.pp > 1) and must be >= 1");
+  const int chunks = stages * virtual_stages;
+  const std::string key = virtual_stages > 1 ? "parallel.virtual_stages" : "parallel.pp";
+  if (bounds.empty()) {
+    if (chunks > units)
+      throw ConfigError(key + ": " + std::to_string(stages) + " pipeline stages x " + std::to_string(virtual_stages) +
+                        " chunks for a model of " + std::to_string(units) +
+                        " units (embedding, blocks, head): at most one chunk per unit");
+    bounds = stageBounds(unitParameters(full), chunks);
+  }
+  bool cuts = static_cast<int>(bounds.size()) == chunks + 1 && bounds.front() == 0 && bounds.back() == units;
   for (size_t k = 1; cuts && k < bounds.size(); ++k) cuts = bounds[k] > bounds[k - 1];
   if (!cuts) {
     std::string b;
     for (int x : bounds) b += (b.empty() ? "" : ", ") + std::to_string(x);
-    throw ConfigError("parallel.pp: stage boundaries [" + b + "] do not cut the " + std::to_string(units) +
-                      " units (embedding, blocks, head) into " + std::to_string(stages) + " non-empty stages");
+    throw ConfigError(key + ": stage boundaries [" + b + "] do not cut the " + std::to_string(units) +
+                      " units (embedding, blocks, head) into " + std::to_string(chunks) + " non-empty " +
+                      (virtual_stages > 1 ? "chunks (parallel.pp x parallel.virtual_stages)" : "stages"));
   }
   return std::make_shared<ShardedGpt>(full, std::move(tp), std::move(pp), std::move(bounds));
 }

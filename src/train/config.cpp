@@ -166,6 +166,7 @@ const std::map<std::string, Field>& schema() {
       LC_FIELD("parallel.pp", parallel.pp, int64_t),
       LC_FIELD("parallel.micro_batches", parallel.micro_batches, int64_t),
       LC_FIELD("parallel.schedule", parallel.schedule, std::string),
+      LC_FIELD("parallel.virtual_stages", parallel.virtual_stages, int64_t),
       LC_FIELD("parallel.order", parallel.order, std::string),
       LC_FIELD("parallel.balance", parallel.balance, std::string),
       {"ab.group_size", Field{[](TrainConfig& c, const toml::node& n, const std::string& w) {
@@ -337,6 +338,27 @@ void validateAb(const TrainConfig& c, const std::string& where) {
   if (!(a.low_rank_cutoff >= 0 && a.low_rank_cutoff < 1)) bad(where, "ab.low_rank_cutoff", "must be in [0, 1)");
 }
 
+// Interleaved 1F1B (Narayanan et al., 2021): v >= 2 chunks per rank, micro-batches in groups of
+// pp, and a strategy whose forward is the model's (AB-training rebuilds whole stages).
+void validateVirtualStages(const TrainConfig& c, const std::string& where) {
+  const auto& p = c.parallel;
+  if (p.virtual_stages < 1 || p.virtual_stages > 4096) bad(where, "parallel.virtual_stages", "must be in [1, 4096]");
+  if (p.schedule != "interleaved") {
+    if (p.virtual_stages != 1)
+      bad(where, "parallel.virtual_stages", "splits each rank's stage into chunks for parallel.schedule = \"interleaved\" only");
+    return;
+  }
+  if (p.pp < 2) bad(where, "parallel.schedule", "\"interleaved\" runs a pipeline (parallel.pp > 1)");
+  if (p.virtual_stages < 2)
+    bad(where, "parallel.virtual_stages", "\"interleaved\" needs at least 2 model chunks per pipeline rank");
+  if (p.micro_batches % p.pp != 0)
+    bad(where, "parallel.micro_batches", "\"interleaved\" runs micro-batches in groups of parallel.pp = " +
+                                            std::to_string(p.pp) + ": " + std::to_string(p.micro_batches) + " is not a multiple");
+  if (c.strategy.name == "ab")
+    bad(where, "parallel.virtual_stages", "AB-training rebuilds each stage's weights in one forward; run it with "
+                                          "parallel.schedule = \"1f1b\" or \"gpipe\"");
+}
+
 // What runs on a model-parallel grid: the gpt model, and on the data-parallel axis every strategy
 // (DDP with any codec or ZeRO, AB-training, local SGD, DiLoCo, gossip, SSP: each moves its rank's
 // shard over the dp axis).
@@ -344,7 +366,8 @@ void validateParallel(const TrainConfig& c, const std::string& where) {
   const auto& p = c.parallel;
   if (p.tp < 1 || p.tp > 4096) bad(where, "parallel.tp", "must be in [1, 4096]");
   if (p.pp < 1 || p.pp > 4096) bad(where, "parallel.pp", "must be in [1, 4096]");
-  oneOf(where, "parallel.schedule", p.schedule, {"1f1b", "gpipe"});
+  oneOf(where, "parallel.schedule", p.schedule, {"1f1b", "gpipe", "interleaved"});
+  validateVirtualStages(c, where);
   oneOf(where, "parallel.order", p.order, {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"});
   if (p.micro_batches < 1) bad(where, "parallel.micro_batches", "must be >= 1");
   oneOf(where, "parallel.balance", p.balance, {"params", "time"});

@@ -47,7 +47,12 @@ StageCut cutStages(const TrainConfig& cfg, const nn::Model& full, comm::Communic
   // A checkpoint written before boundaries were recorded was cut by parameters.
   const bool old_checkpoint =
       cfg.parallel.balance == "time" && resuming && checkpointBounds(world, ckpt_dir, cut.bounds) && cut.bounds.empty();
+  const int chunks = pp * static_cast<int>(cfg.parallel.virtual_stages);
   if (!cut.bounds.empty()) {
+    if (static_cast<int>(cut.bounds.size()) != chunks + 1)
+      throw ConfigError("parallel.virtual_stages: --resume: the checkpoint in '" + ckpt_dir + "' cut the model into " +
+                        std::to_string(cut.bounds.size() - 1) + " pipeline chunks at units " + list(cut.bounds) +
+                        ", this run needs " + std::to_string(chunks) + " (parallel.pp x parallel.virtual_stages)");
     cut.weight_unit = "checkpoint";
     return cut;
   }
@@ -60,7 +65,11 @@ StageCut cutStages(const TrainConfig& cfg, const nn::Model& full, comm::Communic
     cut.unit_weights = parallel::measuredUnitTimes(full, world, micro_batch, /*reps=*/5);
     cut.weight_unit = "us";
   }
-  cut.bounds = parallel::stageBounds(cut.unit_weights, pp);
+  if (chunks > static_cast<int>(cut.unit_weights.size()))
+    throw ConfigError(std::string(chunks > pp ? "parallel.virtual_stages" : "parallel.pp") + ": " + std::to_string(pp) +
+                      " pipeline stages x " + std::to_string(cfg.parallel.virtual_stages) + " chunks for a model of " +
+                      std::to_string(cut.unit_weights.size()) + " units (embedding, blocks, head): at most one chunk per unit");
+  cut.bounds = parallel::stageBounds(cut.unit_weights, chunks);
   if (world.rank() == 0 && cut.weight_unit == "us") {
     std::string t;
     for (auto x : cut.unit_weights) t += (t.empty() ? "" : " ") + std::to_string(x);
@@ -75,7 +84,7 @@ void checkResumedCut(const std::string& file, const std::vector<int>& bounds) {
   if (was.empty() || std::vector<int>(was.begin(), was.end()) == bounds) return;
   throw ConfigError("parallel.balance: --resume: '" + file + "' was written with pipeline stages cut at units " +
                     list(std::vector<int>(was.begin(), was.end())) + ", this run cuts at " + list(bounds) +
-                    " (resume with the parallel.balance the checkpoint was written with)");
+                    " (resume with the parallel.balance and parallel.virtual_stages the checkpoint was written with)");
 }
 
 }  // namespace lowcomm::train

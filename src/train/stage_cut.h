@@ -2,12 +2,14 @@
 //
 // Contract:
 // - cutStages: collective over `world`. pp = 1 (or no pipeline): one stage, nothing measured.
+//   The units are cut into pp x parallel.virtual_stages chunks (pp without interleaving).
 //   "params": stageBounds over each unit's parameter count. "time": stageBounds over each unit's
 //   forward + backward time, measured on world rank 0 at a micro-batch of data.batch_size x tp x
 //   pp / micro_batches sequences (stage_balance.h) — unless `resuming` from the latest checkpoint
 //   in `ckpt_dir`: its recorded boundaries are kept (a resumed run's shards must match the
 //   checkpoint's; timings differ between runs), and a checkpoint that recorded none (written
-//   before they were) was cut by parameters.
+//   before they were) was cut by parameters. A checkpoint cut into another number of chunks:
+//   ConfigError naming parallel.virtual_stages.
 // - checkResumedCut: ConfigError naming parallel.balance when the checkpoint `file` recorded other
 //   boundaries than `bounds`.
 #pragma once

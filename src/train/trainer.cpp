@@ -235,7 +235,8 @@ void TrainingRun::buildModel() {
   full_parameters_ = nn::parameterCount(*full);
   if (grid_.tp > 1 || grid_.pp > 1) {
     cut_ = cutStages(cfg_, *full, *world_, grid_.pp, ckpt_dir_.string(), opts_.resume || opts_.restart_count > 0);
-    shard_ = parallel::makeShardedModel(*full, grid_.tp_comm, grid_.pp > 1 ? grid_.pp_comm : nullptr, cut_.bounds);
+    shard_ = parallel::makeShardedModel(*full, grid_.tp_comm, grid_.pp > 1 ? grid_.pp_comm : nullptr, cut_.bounds,
+                                        static_cast<int>(cfg_.parallel.virtual_stages));
     model_ = shard_;
   } else {
     model_ = full;
@@ -522,10 +523,12 @@ nlohmann::json TrainingRun::pipelineJson() const {
                       {"peak_activation_bytes", static_cast<int64_t>(all[4 * s + 2])}, {"step_s", all[4 * s + 3]}});
     bubble += all[4 * s] / p;
   }
-  const auto units = shard_->units();
+  nlohmann::json chunks = nlohmann::json::array();  // [first, last) units of each of this rank's chunks
+  for (int k = 0; k < shard_->chunks(); ++k) chunks.push_back({shard_->chunkUnits(k).first, shard_->chunkUnits(k).second});
   return {{"schedule", cfg_.parallel.schedule}, {"micro_batches", cfg_.parallel.micro_batches},
-          {"bubble_fraction", bubble}, {"bubble_fraction_theory", st.theory}, {"stages", stages},
-          {"units_this_stage", {units.first, units.second}}, {"stage_cut", cut_.json(cfg_.parallel.balance)}};
+          {"virtual_stages", shard_->chunks()}, {"bubble_fraction", bubble}, {"bubble_fraction_theory", st.theory},
+          {"stages", stages}, {"units_this_stage", chunks.size() == 1 ? chunks[0] : chunks},
+          {"stage_cut", cut_.json(cfg_.parallel.balance)}};
 }
 
 // Totals over ranks, and the straggler (the rank that waited least: the others waited for it).

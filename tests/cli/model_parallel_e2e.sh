@@ -3,7 +3,8 @@
 # the gpt LM on the Python standard library, 20 AdamW steps with label smoothing, clipping and 2
 # accumulated batches, evaluated after every step. Each grid (dp, tp, pp) = (1, 2, 1), (2, 2, 1)
 # (in Megatron's rank order and with dp fastest), (1, 4, 1), (1, 1, 2) GPipe, (2, 1, 2) 1F1B,
-# (1, 2, 2) 1F1B, (1, 1, 4) 1F1B (one unit per stage), (1, 1, 2) cut by measured time, ZeRO-2 on (2, 2, 1), ZeRO-1 on (2, 1, 2),
+# (1, 2, 2) 1F1B, (1, 1, 4) 1F1B (one unit per stage), (1, 1, 2) cut by measured time, (1, 1, 2) and (2, 1, 2) interleaved
+# 1F1B with 2 chunks per rank (DDP syncing each chunk after its last micro-batch), ZeRO-2 on (2, 2, 1), ZeRO-1 on (2, 1, 2),
 # and the tied head on (1, 2, 1), follows the single-process run (same seed, same global batch of 8 sequences: data.batch_size is
 # per rank, a replica of tp x pp ranks takes tp x pp of them): every step's test
 # loss within 1e-4 relative, the gathered final model (model_state.pt, read by Python torch.load)
@@ -11,7 +12,8 @@
 # noise of near-zero gradients (embedding rows of rare bytes) by its own size and turns it into
 # lr-sized steps, so any change of summation order (DDP's too) moves those weights by ~1e-3 while
 # the loss still agrees to 2e-5. Bytes: "tp" traffic only where tp > 1, "pp" only where pp > 1, gradient traffic
-# only where dp > 1. A resumed tp run, and a resumed time-balanced pipeline, end bit-identical to the uninterrupted one; a checkpoint
+# only where dp > 1. A resumed tp run, a resumed time-balanced pipeline and a resumed interleaved one end bit-identical to the
+# uninterrupted one; a checkpoint
 # under another grid, and grids that cannot split, fail naming the grid or the key with nothing
 # trained.
 set -euo pipefail
@@ -36,6 +38,9 @@ run dp2pp2 4 --set data.batch_size=1 --set parallel.pp=2 --set parallel.micro_ba
 run tp2pp2 4 --set data.batch_size=1 --set parallel.tp=2 --set parallel.pp=2 --set parallel.micro_batches=2
 run pp4 4 --set data.batch_size=1 --set parallel.pp=4 --set parallel.micro_batches=4
 run pp2_time 2 --set data.batch_size=2 --set parallel.pp=2 --set parallel.micro_batches=2 --set parallel.balance=time
+interleaved=(--set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2)
+run pp2_int 2 --set data.batch_size=2 "${interleaved[@]}" --set parallel.micro_batches=4
+run dp2pp2_int 4 --set data.batch_size=1 "${interleaved[@]}" --set parallel.micro_batches=2
 run single_tied 1 --set data.batch_size=4 --set model.tied=true
 run tp2_tied 2 --set data.batch_size=2 --set model.tied=true --set parallel.tp=2
 # Resume the tp2 run from its step-10 checkpoint.
@@ -48,6 +53,10 @@ mkdir -p "$tmp/run_pp2_timer/checkpoints"
 cp "$tmp"/run_pp2_time/checkpoints/step10.rank*.pt "$tmp/run_pp2_timer/checkpoints/"
 echo 10 > "$tmp/run_pp2_timer/checkpoints/latest"
 run pp2_timer 2 --set data.batch_size=2 --set parallel.pp=2 --set parallel.micro_batches=2 --set parallel.balance=time --resume
+mkdir -p "$tmp/run_pp2_intr/checkpoints"
+cp "$tmp"/run_pp2_int/checkpoints/step10.rank*.pt "$tmp/run_pp2_intr/checkpoints/"
+echo 10 > "$tmp/run_pp2_intr/checkpoints/latest"
+run pp2_intr 2 --set data.batch_size=2 "${interleaved[@]}" --set parallel.micro_batches=4 --resume
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys, torch
 tmp = sys.argv[1]
@@ -55,9 +64,9 @@ def evals(name):
     recs = [json.loads(l) for l in open(f"{tmp}/run_{name}/metrics.jsonl")]
     return {r["step"]: r["test_loss"] for r in recs if r["type"] == "eval"}
 def state(name): return torch.load(f"{tmp}/run_{name}/model_state.pt")
-names = ("single", "tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2", "dp2pp2_zero1", "tp4", "pp4", "pp2_gpipe", "dp2pp2", "tp2pp2", "single_tied", "tp2_tied", "tp2r", "pp2_time", "pp2_timer")
+names = ("single", "tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2", "dp2pp2_zero1", "tp4", "pp4", "pp2_gpipe", "dp2pp2", "tp2pp2", "single_tied", "tp2_tied", "tp2r", "pp2_time", "pp2_timer", "pp2_int", "dp2pp2_int", "pp2_intr")
 summ = {n: json.load(open(f"{tmp}/{n}.json")) for n in names}
-for ref, grids in (("single", ("tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2", "dp2pp2_zero1", "tp4", "pp4", "pp2_gpipe", "dp2pp2", "tp2pp2", "pp2_time")), ("single_tied", ("tp2_tied",))):
+for ref, grids in (("single", ("tp2", "dp2tp2", "dp2tp2_dpfirst", "dp2tp2_zero2", "dp2pp2_zero1", "tp4", "pp4", "pp2_gpipe", "dp2pp2", "tp2pp2", "pp2_time", "pp2_int", "dp2pp2_int")), ("single_tied", ("tp2_tied",))):
     want, w = evals(ref), state(ref)
     assert sorted(want) == list(range(1, 21)), sorted(want)
     for g in grids:
@@ -74,6 +83,14 @@ r, u = state("tp2r"), state("tp2")
 assert all(torch.equal(r[k], u[k]) for k in u), "the resumed tensor-parallel run is not bit-identical"
 r, u = state("pp2_timer"), state("pp2_time")
 assert all(torch.equal(r[k], u[k]) for k in u), "the resumed time-balanced pipeline is not bit-identical"
+r, u = state("pp2_intr"), state("pp2_int")
+assert all(torch.equal(r[k], u[k]) for k in u), "the resumed interleaved pipeline is not bit-identical"
+for n, m in (("pp2_int", 4), ("dp2pp2_int", 2)):  # 2 layers = 4 units: one per chunk, rank 0 holds chunks 0 and 2
+    pipe = summ[n]["parallel"]["pipeline"]
+    assert pipe["schedule"] == "interleaved" and pipe["virtual_stages"] == 2 and pipe["micro_batches"] == m, pipe
+    assert pipe["stage_cut"]["boundaries"] == [0, 1, 2, 3, 4], pipe
+    assert abs(pipe["bubble_fraction_theory"] - 1 / (2 * m + 1)) < 1e-9, pipe
+assert summ["dp2pp2_int"]["bytes_by_phase"]["grad"]["sent"] > 0, summ["dp2pp2_int"]["bytes_by_phase"]
 cut = summ["pp2_time"]["parallel"]["pipeline"]["stage_cut"]
 # Units: embedding, 2 blocks, head, cut where the heavier of the two stages is lightest.
 w = cut["unit_weights"]
@@ -127,6 +144,11 @@ bad "micro-batches not dividing the batch" "parallel.micro_batches" 2 --set para
 bad "more stages than units" "parallel.pp" 4 --set parallel.pp=4 --set model.layers=1
 bad "a tied head over stages" "parallel.pp" 2 --set parallel.pp=2 --set model.tied=true
 bad "balance by time without a pipeline" "parallel.balance" 2 --set parallel.balance=time
+bad "interleaved with one chunk per rank" "parallel.virtual_stages" 2 --set parallel.pp=2 --set parallel.schedule=interleaved
+bad "chunks without interleaving" "parallel.virtual_stages" 2 --set parallel.pp=2 --set parallel.virtual_stages=2
+bad "interleaved micro-batches not in groups of pp" "parallel.micro_batches" 2 "${interleaved[@]}" --set parallel.micro_batches=1
+bad "more chunks than units" "parallel.virtual_stages" 2 --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=3 --set parallel.micro_batches=2
+bad "interleaved AB-training" "parallel.virtual_stages" 2 "${interleaved[@]}" --set parallel.micro_batches=2 --set strategy.name=ab
 rm -rf "$tmp/bad"; mkdir -p "$tmp/bad"; cp -r "$tmp/run_tp2/checkpoints" "$tmp/bad/"
 if "$LOWCOMM" train --nproc 2 "${common[@]}" --set data.batch_size=4 --set logging.out_dir="$tmp/bad" --resume \
     > "$tmp/out_bad" 2>&1; then

@@ -1,11 +1,13 @@
 // Pipeline parallelism on ranks as threads (real Gloo pairs): a gpt cut into P stages (with
-// tensor parallelism inside the stages too) under GPipe and 1F1B gives the single-process loss,
+// tensor parallelism inside the stages too) under GPipe, 1F1B and interleaved 1F1B (v chunks per
+// rank) gives the single-process loss,
 // every gradient and the evaluation sums for any micro-batch count, including uneven stages;
 // the schedules keep the micro-batches in flight that they promise; errors name the keys.
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -43,7 +45,16 @@ struct Case {
   int tp, pp, micro;
   std::string schedule;
   int layers;
+  int v = 1;  // model chunks per rank (interleaved)
 };
+
+// Micro-batches (per chunk) alive at once on stage s: what the schedule promises.
+int expectedInFlight(const Case& c, int s) {
+  if (c.schedule == "gpipe") return c.micro;
+  if (c.schedule == "1f1b") return std::min(c.pp - s, c.micro);
+  const int total = c.micro * c.v, warmup = std::min(2 * (c.pp - s - 1) + (c.v - 1) * c.pp, total);
+  return std::min(warmup + 1, total);
+}
 
 void checkPipeline(const Case& c) {
   torch::manual_seed(21);
@@ -58,22 +69,27 @@ void checkPipeline(const Case& c) {
   const double eval_correct = logits.argmax(-1).eq(y).sum().item<double>();
   const auto want = full->named_parameters();
   const std::string name = "tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp) + " M " +
-                           std::to_string(c.micro) + " " + c.schedule + " layers " + std::to_string(c.layers);
+                           std::to_string(c.micro) + " " + c.schedule + " v " + std::to_string(c.v) + " layers " +
+                           std::to_string(c.layers);
   const auto errors = test::onRankThreads(c.tp * c.pp, [&](int rank, std::shared_ptr<comm::Communicator> world) {
     const Grid g = makeGrid(world, c.tp, c.pp);
-    auto shard = makeShardedModel(*full, g.tp_comm, g.pp_comm);
+    auto shard = makeShardedModel(*full, g.tp_comm, g.pp_comm, {}, c.v);
+    ASSERT_EQ(shard->chunks(), c.v);
     Pipeline pipe(shard, g.pp_comm, {c.micro, c.schedule});
     int backwards = 0, lasts = 0;
+    bool final_syncs = false;
     const double total = pipe.trainStep(
         x, y, 1.0, [&](const torch::Tensor& out, const torch::Tensor& t) { return shard->loss(out, t, 0.1).mean(); },
         [&](bool last) {
           ++backwards;
-          if (last) EXPECT_EQ(++lasts, 1) << "only the last backward syncs";
-          if (last) EXPECT_EQ(backwards, c.micro);
+          lasts += last;
+          final_syncs = last;
         });
     const std::string at = name + ", rank " + std::to_string(rank) + ": ";
     EXPECT_NEAR(total, loss.item<double>(), 1e-5) << at << "loss";
-    EXPECT_EQ(backwards, c.micro) << at;
+    EXPECT_EQ(backwards, c.micro * c.v) << at;
+    EXPECT_EQ(lasts, c.v) << at << "each chunk's last backward syncs, no other";
+    EXPECT_TRUE(final_syncs) << at << "the step's last backward syncs";
     // Evaluation of the same (not yet updated) weights.
     const auto [l, right] = pipe.evalBatch(x, y, [&](const torch::Tensor& out, const torch::Tensor& t) {
       return std::pair<double, double>{shard->loss(out, t, 0.0).sum().item<double>(), double(shard->correct(out, t))};
@@ -88,9 +104,8 @@ void checkPipeline(const Case& c) {
     shard->gatherInto(*grads);
     for (const auto& p : grads->named_parameters()) expectNear(p.value(), want[p.key()].grad(), at + "gradient of " + p.key());
     const auto& st = pipe.stats();
-    const int in_flight = c.schedule == "gpipe" ? c.micro : std::min(c.pp - g.pp_rank, c.micro);
-    EXPECT_EQ(st.max_in_flight, in_flight) << at;
-    EXPECT_DOUBLE_EQ(st.theory, double(c.pp - 1) / double(c.micro + c.pp - 1)) << at;
+    EXPECT_EQ(st.max_in_flight, expectedInFlight(c, g.pp_rank)) << at;
+    EXPECT_DOUBLE_EQ(st.theory, double(c.pp - 1) / double(c.v * c.micro + c.pp - 1)) << at;
     EXPECT_GT(st.peak_activation_bytes, 0) << at;
     EXPECT_EQ(st.steps, 0) << at << "the first step is not timed";
   });
@@ -104,6 +119,15 @@ TEST(Pipeline, UnevenStagesAndOneMicroBatch) { checkPipeline({1, 2, 1, "1f1b", 3
 TEST(Pipeline, ThreeStagesFewerMicroBatchesThanStages) { checkPipeline({1, 3, 2, "1f1b", 3}); }
 TEST(Pipeline, TensorParallelStages) { checkPipeline({2, 2, 2, "1f1b", 2}); }
 TEST(Pipeline, TensorParallelStagesGPipe) { checkPipeline({2, 2, 4, "gpipe", 2}); }
+// Interleaved 1F1B: one unit per chunk, uneven chunks, three chunks per rank, four stages,
+// micro-batches as many as stages (every forward before the first backward on stage 0), and
+// tensor parallelism inside the chunks.
+TEST(Pipeline, InterleavedOneUnitPerChunk) { checkPipeline({1, 2, 4, "interleaved", 2, 2}); }
+TEST(Pipeline, InterleavedUnevenChunks) { checkPipeline({1, 2, 4, "interleaved", 4, 2}); }
+TEST(Pipeline, InterleavedThreeChunksPerRank) { checkPipeline({1, 2, 4, "interleaved", 4, 3}); }
+TEST(Pipeline, InterleavedFourStages) { checkPipeline({1, 4, 4, "interleaved", 6, 2}); }
+TEST(Pipeline, InterleavedMicroBatchesEqualStages) { checkPipeline({1, 2, 2, "interleaved", 3, 2}); }
+TEST(Pipeline, InterleavedTensorParallel) { checkPipeline({2, 2, 2, "interleaved", 2, 2}); }
 
 TEST(Pipeline, BadOptionsNameTheKey) {
   torch::manual_seed(22);
@@ -125,6 +149,25 @@ TEST(Pipeline, BadOptionsNameTheKey) {
       ADD_FAILURE() << "3 micro-batches of a batch of 4 accepted";
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("parallel.micro_batches"), std::string::npos) << e.what();
+    }
+    try {
+      Pipeline flat(shard, g.pp_comm, {2, "interleaved"});
+      ADD_FAILURE() << "interleaved on one chunk per rank accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("parallel.virtual_stages"), std::string::npos) << e.what();
+    }
+    auto chunked = makeShardedModel(*full, g.tp_comm, g.pp_comm, {}, 2);
+    try {
+      Pipeline odd(chunked, g.pp_comm, {1, "interleaved"});
+      ADD_FAILURE() << "one micro-batch for two interleaved stages accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("parallel.micro_batches"), std::string::npos) << e.what();
+    }
+    try {
+      makeShardedModel(*full, g.tp_comm, g.pp_comm, {}, 3);  // 6 chunks of 4 units
+      ADD_FAILURE() << "more chunks than units accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("parallel.virtual_stages"), std::string::npos) << e.what();
     }
     auto tied = spec(2);
     tied.tied = true;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -262,6 +263,57 @@ TEST(StageBounds, GivenBoundsCutTheStages) {
     for (const std::vector<int>& b : {std::vector<int>{0, 4}, {0, 2, 2, 4}, {0, 1, 5}, {1, 2, 4}, {0, 3, 2}, {0, 0, 4}, {0, 4, 4}}) {
       const auto e = errorOf([&] { makeShardedModel(*full, tp, pp, b); });
       EXPECT_NE(e.find("parallel.pp"), std::string::npos) << e;
+    }
+  }));
+}
+
+// Interleaved chunks: 2 ranks x 2 chunks of one unit each; rank 0 holds the embedding and block 1,
+// rank 1 block 0 and the head; each chunk equals the full model's part, the whole-stage forward is
+// refused, and every chunk's parameters sit on its rank only.
+TEST(StageBounds, InterleavedChunksSitOnEveryPthRank) {
+  torch::manual_seed(14);
+  const auto full = nn::makeModel(gptSpec(false));  // units: embedding, 2 blocks, head
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  const auto x = at::randint(0, 16, {3, 8}, gen);
+  const auto logits = full->forward(x).detach();
+  const auto params = full->named_parameters();
+  const auto h0 = (F::embedding(x, params["stem.weight"]) + params["pos.weight"].narrow(0, 0, 8)).detach();
+  expectNoErrors(test::onRankThreads(2, [&](int rank, std::shared_ptr<comm::Communicator> pp) {
+    auto tp = pp->split(rank, 0);
+    auto stage = makeShardedModel(*full, tp, pp, {}, 2);
+    EXPECT_EQ(stage->boundaries(), (std::vector<int>{0, 1, 2, 3, 4}));
+    EXPECT_EQ(stage->chunks(), 2);
+    EXPECT_EQ(stage->globalChunk(1), 2 + rank);
+    EXPECT_THROW(stage->forward(x), std::exception);
+    std::vector<std::string> names;
+    for (const auto& p : stage->named_parameters()) names.push_back(p.key());
+    auto holds = [&](const std::string& prefix) {
+      return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n.rfind(prefix, 0) == 0; });
+    };
+    // Chunk outputs passed by hand: rank 0's chunk 0 is the embedding, rank 1's chunk 0 block 0,
+    // rank 0's chunk 1 block 1, rank 1's chunk 1 the head.
+    if (rank == 0) {
+      EXPECT_EQ(stage->chunkUnits(0), std::make_pair(0, 1));
+      EXPECT_EQ(stage->chunkUnits(1), std::make_pair(2, 3));
+      EXPECT_TRUE(holds("stem.") && holds("blocks.1.") && !holds("blocks.0.") && !holds("norm.")) << names.size();
+      expectNear(stage->forwardChunk(0, x), h0, "chunk 0");
+      EXPECT_THROW(stage->forwardUnit(1, h0), std::exception);  // block 0 is rank 1's
+    } else {
+      EXPECT_EQ(stage->chunkUnits(0), std::make_pair(1, 2));
+      EXPECT_EQ(stage->chunkUnits(1), std::make_pair(3, 4));
+      EXPECT_TRUE(holds("blocks.0.") && holds("head.") && !holds("stem.") && !holds("blocks.1.")) << names.size();
+    }
+    // The composed chunks over both ranks give the full model's logits.
+    torch::Tensor a = rank == 0 ? stage->forwardChunk(0, x) : torch::empty({3, 8, 16});
+    pp->broadcast(a.data_ptr(), a.numel(), comm::DType::f32, 0);
+    torch::Tensor b = rank == 1 ? stage->forwardChunk(0, a).detach().contiguous() : torch::empty({3, 8, 16});
+    pp->broadcast(b.data_ptr(), b.numel(), comm::DType::f32, 1);
+    torch::Tensor c = rank == 0 ? stage->forwardChunk(1, b).detach().contiguous() : torch::empty({3, 8, 16});
+    pp->broadcast(c.data_ptr(), c.numel(), comm::DType::f32, 0);
+    if (rank == 1) expectNear(stage->forwardChunk(1, c), logits, "the last chunk's logits");
+    for (const std::vector<int>& bad : {std::vector<int>{0, 1, 4}, {0, 1, 2, 2, 4}}) {
+      const auto e = errorOf([&] { makeShardedModel(*full, tp, pp, bad, 2); });
+      EXPECT_NE(e.find("parallel.virtual_stages"), std::string::npos) << e;
     }
   }));
 }

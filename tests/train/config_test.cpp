@@ -204,6 +204,10 @@ TEST(Config, ParallelKeys) {
   const auto c = loadConfig(std::string(LC_SOURCE_DIR) + "/configs/text_gpt.toml",
                             {"parallel.tp=2", "parallel.pp=2", "parallel.micro_batches=4", "parallel.schedule=gpipe",
                              "parallel.order=dp-tp-pp", "parallel.balance=time"});
+  const auto inter = loadConfig(std::string(LC_SOURCE_DIR) + "/configs/text_gpt.toml",
+                                {"parallel.pp=2", "parallel.schedule=interleaved", "parallel.virtual_stages=3",
+                                 "parallel.micro_batches=4"});
+  EXPECT_EQ(loadConfig(writeToml(toToml(inter))).parallel.virtual_stages, 3);
   EXPECT_EQ(c.parallel.tp, 2);
   EXPECT_EQ(c.parallel.balance, "time");
   EXPECT_EQ(c.parallel.pp, 2);
@@ -226,12 +230,24 @@ TEST(Config, ParallelKeys) {
       {{"parallel.pp=2", "parallel.balance=flops"}, "'parallel.balance'"},
       {{"parallel.balance=time"}, "'parallel.balance'"},                                // no pipeline
       {{"parallel.pp=2", "parallel.micro_batches=3"}, "'parallel.micro_batches'"},     // 3 does not divide 2 x 16
+      {{"parallel.pp=2", "parallel.virtual_stages=2"}, "'parallel.virtual_stages'"},     // not interleaved
+      {{"parallel.pp=2", "parallel.schedule=interleaved"}, "'parallel.virtual_stages'"},  // one chunk per rank
+      {{"parallel.schedule=interleaved", "parallel.virtual_stages=2"}, "'parallel.schedule'"},  // no pipeline
+      {{"parallel.pp=2", "parallel.schedule=interleaved", "parallel.virtual_stages=0"}, "'parallel.virtual_stages'"},
+      {{"parallel.pp=4", "parallel.schedule=interleaved", "parallel.virtual_stages=2", "parallel.micro_batches=2"},
+       "'parallel.micro_batches'"},  // not a multiple of pp
+      {{"parallel.pp=2", "parallel.schedule=interleaved", "parallel.virtual_stages=2", "parallel.micro_batches=2",
+        "strategy.name=ab"},
+       "'parallel.virtual_stages'"},
   };
   for (const auto& [sets, key] : cases) {
     const std::string e = errorOf(text, sets);
     EXPECT_NE(e.find(key), std::string::npos) << sets.back() << " gave: " << e;
   }
   EXPECT_EQ(errorOf(text, {"parallel.tp=2", "parallel.pp=2", "parallel.micro_batches=4"}), "");
+  EXPECT_EQ(errorOf(text, {"parallel.pp=2", "parallel.schedule=interleaved", "parallel.virtual_stages=3",
+                           "parallel.micro_batches=4", "strategy.zero=1"}),
+            "");
   EXPECT_EQ(errorOf(text, {"parallel.tp=2", "strategy.zero=2"}), "");  // ZeRO on the data-parallel axis
   EXPECT_EQ(errorOf(text, {"parallel.pp=2", "strategy.name=ab"}), "");  // AB-training on the dp axis
   EXPECT_EQ(errorOf(text, {"parallel.tp=2", "strategy.name=ab"}), "");

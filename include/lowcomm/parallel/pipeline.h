@@ -14,7 +14,17 @@
 //   accumulates the gradients in .grad. Micro-batch m's loss is loss(logits_m, y_m) * scale / M,
 //   so with equal micro-batches the gradient is that of loss(logits, y) * scale on the whole
 //   batch. before_backward(last) runs before every backward, last = true only for the step's last
-//   one (a data-parallel strategy's setSync). Returns the summed scaled loss on every stage.
+//   one that reaches each parameter (a data-parallel strategy's setSync): the step's last backward,
+//   or with interleaving each chunk's last micro-batch. Returns the summed scaled loss on every
+//   stage.
+// - Interleaved 1F1B (Narayanan et al., 2021; Megatron-LM's virtual pipeline): the model holds v
+//   chunks per rank (ShardedModel::chunks()); micro-batches run in groups of P through chunk 0,
+//   then chunk 1, ... (forward step k: chunk (k mod P v) / P, micro-batch (k / P v) P + k mod P;
+//   backward in reverse chunk order), after min(2 (P - s - 1) + (v - 1) P, M v) warm-up forwards.
+//   M not a multiple of P: ConfigError naming parallel.micro_batches. Activations go to the next
+//   rank, (s + 1) mod P, and gradients back, posted with isend (tags kForwardTag, kBackwardTag) and
+//   received when needed, so the schedule is its own order of the global dependency graph and
+//   cannot deadlock; every send is waited before trainStep returns. Theory (P - 1) / (v M + P - 1).
 // - evalBatch runs forward only (micro-batches of at most ceil(B / M)) and returns score's sums
 //   over the batch (loss, correct) on every stage.
 // - stats(): this stage's measured bubble (1 - forward/backward compute time / step wall time,
@@ -30,6 +40,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "lowcomm/base/trace.h"
 #include "lowcomm/comm/communicator.h"
@@ -39,7 +50,7 @@ namespace lowcomm::parallel {
 
 struct PipelineOptions {
   int micro_batches = 1;
-  std::string schedule = "1f1b";  // 1f1b | gpipe
+  std::string schedule = "1f1b";  // 1f1b | gpipe | interleaved (needs a model of several chunks per rank)
 };
 
 struct PipelineStats {
@@ -73,6 +84,8 @@ class Pipeline {
     torch::Tensor x, y;       // this micro-batch's tokens and targets
     torch::Tensor input;      // a later stage's received activations (requires grad)
     torch::Tensor output;     // the stage's output (the loss on the last stage)
+    int chunk = 0;            // interleaved: the local model chunk it runs through
+    bool first = false, last = false;  // interleaved: whether that chunk is the pipeline's first / last
   };
   void forward(MicroBatch& mb, const LossFn& loss, double scale, double& total);
   torch::Tensor backward(MicroBatch& mb, const torch::Tensor& output_grad);
@@ -85,6 +98,13 @@ class Pipeline {
   torch::Tensor sendBackwardRecvForward(const torch::Tensor& input_grad, const MicroBatch& next);
   void noteInFlight(int in_flight, int64_t heap_start);
   torch::Tensor runStage(const MicroBatch& mb);
+  double trainContiguous(const std::vector<torch::Tensor>& xs, const std::vector<torch::Tensor>& ys, double per,
+                         const LossFn& loss, const std::function<void(bool)>& before_backward, int64_t heap0);
+  // Interleaved 1F1B (pipeline_interleaved.cpp).
+  double trainInterleaved(const std::vector<torch::Tensor>& xs, const std::vector<torch::Tensor>& ys, double per,
+                          const LossFn& loss, const std::function<void(bool)>& before_backward, int64_t heap0);
+  std::pair<double, double> evalInterleaved(const std::vector<torch::Tensor>& xs, const std::vector<torch::Tensor>& ys,
+                                            const ScoreFn& score);
 
   std::shared_ptr<ShardedModel> model_;
   std::shared_ptr<comm::Communicator> pp_;

@@ -17,6 +17,11 @@
 //   tokens [B, T], the others activations [B, T, dim]; every stage but the last returns
 //   activations [B, T, dim]. A tied head needs the embedding on the last stage: model.tied with
 //   P > 1 is a ConfigError naming parallel.pp.
+// - Interleaved (virtual) stages (Megatron-LM's virtual pipeline, Narayanan et al. 2021): with
+//   v > 1 chunks per rank the units are cut into P v contiguous model chunks and rank r holds
+//   chunks r, r + P, ..., r + (v - 1) P (its local chunks 0..v-1); chunk c feeds chunk c + 1 on
+//   rank (r + 1) mod P. forwardChunk(k, x) runs local chunk k; forward() is the whole stage and
+//   only defined for v = 1. v = 1 is the plain contiguous cut above.
 // - Parameters keep the full model's names ("blocks.3.attn.qkv.weight", same order) with sharded
 //   shapes; a stage holds only its units' parameters.
 // - Built from `full` (same spec, any weights): the shards are exactly `full`'s values, so a run
@@ -68,22 +73,33 @@ class ShardedModel : public nn::Model {
   bool lastStage() const { return stage() == stages() - 1; }
   // The activations a stage passes on for tokens [B, T]: [B, T, dim].
   virtual std::vector<int64_t> activationShape(const torch::Tensor& tokens) const = 0;
-  // Units [embedding, blocks..., head] this stage holds: [first, last).
-  virtual std::pair<int, int> units() const = 0;
-  // Every stage's first unit, then the number of units: units() is [b[stage()], b[stage() + 1]).
+  // Model chunks this rank holds (v; 1 without interleaving).
+  virtual int chunks() const = 0;
+  // Units [embedding, blocks..., head] of local chunk k: [first, last).
+  virtual std::pair<int, int> chunkUnits(int k) const = 0;
+  // Units this stage holds when v = 1: chunkUnits(0).
+  std::pair<int, int> units() const { return chunkUnits(0); }
+  // Local chunk k's position in the whole pipeline (k P + stage()): 0 takes tokens, P v - 1
+  // returns the logits.
+  int globalChunk(int k) const { return k * stages() + stage(); }
+  // Every chunk's first unit, then the number of units (P v + 1 entries): chunk c is
+  // [b[c], b[c + 1]), on rank c mod P.
   virtual std::vector<int> boundaries() const = 0;
+  // Runs local chunk k (its units in order) on tokens or activations.
+  virtual torch::Tensor forwardChunk(int k, torch::Tensor x) = 0;
   // Runs one of this stage's units alone: the embedding takes tokens [B, T], a block activations
   // [B, T, dim], the head (final norm and head) activations, returning this rank's logits slice.
-  // forward() is the composition of the stage's units. Another stage's unit: an error naming both.
+  // forwardChunk() is the composition of the chunk's units. Another stage's unit: an error naming both.
   virtual torch::Tensor forwardUnit(int unit, torch::Tensor x) = 0;
 };
 
-// `pp` null: one stage. `bounds` (P + 1 entries, 0 first, strictly increasing, the number of
-// units last) cut the stages; empty: stageBounds(unitParameters(full), P). Bounds that do not
-// cut the units into P stages: ConfigError naming parallel.pp.
+// `pp` null: one stage. `bounds` (P v + 1 entries, 0 first, strictly increasing, the number of
+// units last) cut the chunks; empty: stageBounds(unitParameters(full), P v). Bounds that do not
+// cut the units into P v chunks: ConfigError naming parallel.pp (parallel.virtual_stages when
+// v > 1).
 std::shared_ptr<ShardedModel> makeShardedModel(const nn::Model& full, std::shared_ptr<comm::Communicator> tp,
                                                std::shared_ptr<comm::Communicator> pp = nullptr,
-                                               std::vector<int> bounds = {});
+                                               std::vector<int> bounds = {}, int virtual_stages = 1);
 
 // Parameters of each unit [embedding, block 0, ..., block L-1, head] of a gpt.
 std::vector<int64_t> unitParameters(const nn::Model& full);

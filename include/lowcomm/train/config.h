@@ -76,7 +76,8 @@ struct TrainConfig {
     int64_t tp = 1;              // tensor-parallel ranks per stage (gpt only; Megatron-style)
     int64_t pp = 1;              // pipeline stages (gpt only)
     int64_t micro_batches = 1;   // pipeline: micro-batches per step of a pipeline (dividing its batch, data.batch_size x tp x pp)
-    std::string schedule = "1f1b";  // pipeline schedule: 1f1b | gpipe
+    std::string schedule = "1f1b";  // pipeline schedule: 1f1b | gpipe | interleaved (1F1B over virtual_stages chunks per rank)
+    int64_t virtual_stages = 1;     // interleaved: model chunks per pipeline rank (Megatron's virtual pipeline size)
     std::string order = "tp-dp-pp";  // rank layout, fastest-varying axis first (Megatron's default: tp inside a node)
     std::string balance = "params";  // pipeline stage cut: params (parameter counts) | time (units timed on rank 0 at start)
   } parallel;
