@@ -41,7 +41,8 @@ double timeUnit(ShardedModel& model, int u, const torch::Tensor& x, const torch:
 
 }  // namespace
 
-std::vector<int64_t> measureUnitTimes(ShardedModel& model, int64_t micro_batch, int reps) {
+std::vector<int64_t> measureUnitTimes(ShardedModel& model, int64_t micro_batch, int reps,
+                                      const std::function<void(int, int64_t, int)>& on_unit, double unit_budget_s) {
   const auto& s = model.spec();
   const int units = s.layers + 2;
   LC_ENFORCE(model.units() == std::make_pair(0, units), "measureUnitTimes: the model must hold every unit in one stage");
@@ -59,11 +60,17 @@ std::vector<int64_t> measureUnitTimes(ShardedModel& model, int64_t micro_batch, 
     const auto g = u == units - 1
                        ? torch::randint(s.classes, {micro_batch, s.seq_len}, gen, torch::kInt64)
                        : torch::randn({micro_batch, s.seq_len, s.dim}, gen);
-    timeUnit(model, u, x, g);  // warm-up: allocator, kernels' first calls
+    double spent = timeUnit(model, u, x, g);  // warm-up: allocator, kernels' first calls
     std::vector<double> t;
-    for (int r = 0; r < reps; ++r) t.push_back(timeUnit(model, u, x, g));
-    std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
-    times[u] = std::max<int64_t>(1, static_cast<int64_t>(t[reps / 2] * 1e6));
+    // At least one timed round; another only while the last one's duration still fits the budget.
+    for (int r = 0; r < reps && (t.empty() || spent + t.back() <= unit_budget_s); ++r) {
+      t.push_back(timeUnit(model, u, x, g));
+      spent += t.back();
+    }
+    const size_t mid = t.size() / 2;
+    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(mid), t.end());
+    times[u] = std::max<int64_t>(1, static_cast<int64_t>(t[mid] * 1e6));
+    if (on_unit) on_unit(u, times[u], static_cast<int>(t.size()));
   }
   size_t i = 0;
   for (auto& p : model.parameters()) p.mutable_grad() = saved[i++];
@@ -71,15 +78,36 @@ std::vector<int64_t> measureUnitTimes(ShardedModel& model, int64_t micro_batch, 
 }
 
 std::vector<int64_t> measuredUnitTimes(const nn::Model& full, comm::Communicator& world, int64_t micro_batch,
-                                       int reps) {
-  std::vector<int64_t> times(full.spec().layers + 2, 0);
+                                       int reps, double unit_budget_s) {
+  const int units = full.spec().layers + 2;
+  std::vector<int64_t> times(units, 0);
   auto self = world.split(world.rank() == 0 ? 0 : -1, 0);  // collective; only rank 0 gets one
-  if (self) {
+  if (!self) {  // one broadcast per unit: a wait never spans more than one unit's measurement
+    for (int u = 0; u < units; ++u) {
+      world.broadcast(&times[u], 1, comm::DType::i64, 0);
+      if (times[u] < 0)
+        throw Error("parallel.balance = \"time\": rank 0 failed while timing pipeline unit " + std::to_string(u) +
+                    " of " + std::to_string(units) + " (its own error says why)");
+    }
+    return times;
+  }
+  int sent = 0;  // units whose time the others have
+  try {
     KeepGlobalRng keep;  // building the copy draws initial weights
     auto copy = makeShardedModel(full, self);
-    times = measureUnitTimes(*copy, micro_batch, reps);
+    measureUnitTimes(*copy, micro_batch, reps, [&](int u, int64_t us, int) {
+      times[u] = us;
+      world.broadcast(&times[u], 1, comm::DType::i64, 0);
+      ++sent;
+    }, unit_budget_s);
+  } catch (...) {
+    int64_t failed = -1;  // the others wait for unit `sent`: tell them, then fail here
+    try {
+      if (sent < units) world.broadcast(&failed, 1, comm::DType::i64, 0);
+    } catch (...) {
+    }
+    throw;
   }
-  world.broadcast(times.data(), times.size(), comm::DType::i64, 0);
   return times;
 }
 

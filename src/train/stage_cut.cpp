@@ -62,7 +62,9 @@ StageCut cutStages(const TrainConfig& cfg, const nn::Model& full, comm::Communic
   } else {
     const auto& p = cfg.parallel;
     const int64_t micro_batch = cfg.data.batch_size * p.tp * p.pp / p.micro_batches;
-    cut.unit_weights = parallel::measuredUnitTimes(full, world, micro_batch, /*reps=*/5);
+    // A quarter of the timeout per unit: the other ranks wait for each unit's time in a broadcast.
+    cut.unit_weights = parallel::measuredUnitTimes(full, world, micro_batch, /*reps=*/5,
+                                                   static_cast<double>(cfg.comm.timeout_s) / 4);
     cut.weight_unit = "us";
   }
   if (chunks > static_cast<int>(cut.unit_weights.size()))

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lowcomm/nn/models.h"
@@ -71,6 +72,41 @@ TEST(StageBalance, EveryRankGetsRankZerosTimesAndTheModelStays) {
   EXPECT_EQ(bounds.size(), 4u);
   size_t i = 0;
   for (const auto& p : full->parameters()) EXPECT_TRUE(torch::equal(p, before[i++]));
+}
+
+// Each unit's time is reported as it is known; a budget of 0 s leaves one timed round per unit,
+// a large one all of them.
+TEST(StageBalance, ABudgetCutsTheRoundsPerUnit) {
+  torch::manual_seed(5);
+  const auto full = nn::makeModel(gpt(2));
+  expectNoErrors(test::onRankThreads(1, [&](int, std::shared_ptr<comm::Communicator> self) {
+    auto model = makeShardedModel(*full, self);
+    for (const auto& [budget, rounds] : {std::pair<double, int>{0.0, 1}, {1e9, 3}}) {
+      std::vector<int> order, got_rounds;
+      const auto t = measureUnitTimes(*model, 2, 3, [&](int u, int64_t us, int r) {
+        order.push_back(u);
+        got_rounds.push_back(r);
+        EXPECT_GE(us, 1);
+      }, budget);
+      EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+      EXPECT_EQ(got_rounds, std::vector<int>(4, rounds)) << "budget " << budget;
+    }
+  }));
+}
+
+// Rank 0 failing while it times the units: the others get an error naming parallel.balance and
+// the unit they waited for, not a hang or a bare closed connection.
+TEST(StageBalance, AFailureOnRankZeroReachesTheOthers) {
+  const auto full = nn::makeModel(gpt(2));
+  const auto errors = test::onRankThreads(3, [&](int, std::shared_ptr<comm::Communicator> world) {
+    measuredUnitTimes(*full, *world, /*micro_batch=*/0, 3);  // rank 0 refuses a micro-batch of 0
+  });
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_NE(errors[0].find("micro_batch"), std::string::npos) << errors[0];
+  for (int r = 1; r < 3; ++r) {
+    EXPECT_NE(errors[r].find("parallel.balance"), std::string::npos) << errors[r];
+    EXPECT_NE(errors[r].find("unit 0"), std::string::npos) << errors[r];
+  }
 }
 
 TEST(StageBalance, AModelOfSeveralStagesIsRefused) {

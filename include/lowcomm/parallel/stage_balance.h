@@ -13,12 +13,20 @@
 //   and output gradients from a generator seeded with 0; the head's backward starts from its
 //   loss against random targets, as on the last stage). Returns each unit's median in
 //   microseconds, at least 1. The model's .grad is left as it was; the global RNG is untouched.
-// - measuredUnitTimes(full, world, micro_batch, reps): collective over `world`. World rank 0
-//   times a one-rank copy of `full` (tp = pp = 1, built on a split() of world holding only
-//   itself) while the other ranks wait; every rank returns rank 0's times. `full` is unchanged.
+//   A unit stops after fewer rounds (at least one) once another would take it past
+//   `unit_budget_s` seconds, warm-up included; `on_unit(u, us, rounds)` runs as each unit's time
+//   is known.
+// - measuredUnitTimes(full, world, micro_batch, reps, unit_budget_s): collective over `world`.
+//   World rank 0 times a one-rank copy of `full` (tp = pp = 1, built on a split() of world
+//   holding only itself) and broadcasts each unit's time as soon as it has it, so the other
+//   ranks never wait longer than one unit's measurement (keep `unit_budget_s` well inside the
+//   communicator's timeout); every rank returns rank 0's times. A failure on rank 0 reaches the
+//   others as an Error naming parallel.balance and the unit (rank 0 rethrows its own). `full`
+//   is unchanged.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "lowcomm/comm/communicator.h"
@@ -27,9 +35,11 @@
 
 namespace lowcomm::parallel {
 
-std::vector<int64_t> measureUnitTimes(ShardedModel& model, int64_t micro_batch, int reps);
+std::vector<int64_t> measureUnitTimes(ShardedModel& model, int64_t micro_batch, int reps,
+                                      const std::function<void(int unit, int64_t us, int rounds)>& on_unit = {},
+                                      double unit_budget_s = 1e30);
 
 std::vector<int64_t> measuredUnitTimes(const nn::Model& full, comm::Communicator& world, int64_t micro_batch,
-                                       int reps);
+                                       int reps, double unit_budget_s = 1e30);
 
 }  // namespace lowcomm::parallel
