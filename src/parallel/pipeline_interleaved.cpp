@@ -2,9 +2,11 @@
 // virtual pipeline), with non-blocking sends: see pipeline.h.
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <vector>
 
+#include "lowcomm/base/error.h"
 #include "lowcomm/base/heap.h"
 #include "lowcomm/parallel/pipeline.h"
 
@@ -15,7 +17,43 @@ constexpr uint32_t kForwardTag = 1, kBackwardTag = 2;
 
 size_t bytesOf(const torch::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
-// Sends in flight with the buffers they read; reaped in posting order once done.
+// One operation of a stage's interleaved schedule: forward or backward of (local chunk, micro-batch).
+struct Op {
+  bool forward;
+  int chunk, micro;
+};
+
+// Stage s's operations in order (pipeline.h): min(2 (P - s - 1) + (v - 1) P, M v) warm-up forwards,
+// then one forward and one backward at a time, then the remaining backwards.
+std::vector<Op> interleavedOps(int p, int v, int m, int s) {
+  const int total = m * v, warmup = std::min(2 * (p - s - 1) + (v - 1) * p, total);
+  auto op = [&](int k, bool forward) {
+    const int c = (k % (p * v)) / p;
+    return Op{forward, forward ? c : v - 1 - c, (k / (p * v)) * p + k % p};
+  };
+  std::vector<Op> ops;
+  for (int k = 0; k < warmup; ++k) ops.push_back(op(k, true));
+  for (int k = 0; k < total - warmup; ++k) ops.push_back(op(warmup + k, true)), ops.push_back(op(k, false));
+  for (int k = total - warmup; k < total; ++k) ops.push_back(op(k, false));
+  return ops;
+}
+
+// When a peer sends us its j-th message of one direction, how many of ours (the other direction)
+// it has already received: its receives block and come before its sends in its own order. `peer`
+// runs `ops`; it sends to us on ops with `sends` and receives from us on ops with `receives`.
+template <typename Sends, typename Receives>
+std::vector<int> receivedBeforeEachSend(const std::vector<Op>& ops, Sends sends, Receives receives) {
+  std::vector<int> out;
+  int received = 0;
+  for (const Op& o : ops) {
+    if (receives(o)) ++received;
+    if (sends(o)) out.push_back(received);
+  }
+  return out;
+}
+
+// Sends in flight with the buffers they read, per direction, in posting order. A send is waited
+// once the receiver is known to have taken it (waitFirst), or at the end of the step.
 class Outbox {
  public:
   explicit Outbox(comm::Communicator& comm) : comm_(comm) {}
@@ -27,21 +65,20 @@ class Outbox {
     } catch (...) {
     }
   }
-  void post(torch::Tensor t, int dst, uint32_t tag) {
+  void post(int dir, torch::Tensor t, int dst, uint32_t tag) {
     t = t.detach().to(torch::kFloat32).contiguous();
-    pending_.push_back({comm_.isend(t.data_ptr(), bytesOf(t), dst, tag), t});
+    pending_[dir].push_back({comm_.isend(t.data_ptr(), bytesOf(t), dst, tag), t});
   }
-  void reap() {
-    while (!pending_.empty() && pending_.front().request->done()) {
-      pending_.front().request->wait();
-      pending_.pop_front();
+  // Waits for (and releases) direction dir's sends until `n` of them have completed in all.
+  void waitFirst(int dir, int n) {
+    while (completed_[dir] < n && !pending_[dir].empty()) {
+      pending_[dir].front().request->wait();
+      pending_[dir].pop_front();
+      ++completed_[dir];
     }
   }
   void drain() {
-    while (!pending_.empty()) {
-      pending_.front().request->wait();
-      pending_.pop_front();
-    }
+    for (int dir : {0, 1}) waitFirst(dir, std::numeric_limits<int>::max());
   }
 
  private:
@@ -50,7 +87,8 @@ class Outbox {
     torch::Tensor buffer;
   };
   comm::Communicator& comm_;
-  std::deque<Sent> pending_;
+  std::deque<Sent> pending_[2];
+  int completed_[2] = {0, 0};
 };
 
 }  // namespace
@@ -58,53 +96,65 @@ class Outbox {
 double Pipeline::trainInterleaved(const std::vector<torch::Tensor>& xs, const std::vector<torch::Tensor>& ys,
                                   double per, const LossFn& loss, const std::function<void(bool)>& before_backward,
                                   int64_t heap0) {
-  const int p = stages_, v = model_->chunks(), m = options_.micro_batches, total_steps = m * v;
+  const int p = stages_, v = model_->chunks(), m = options_.micro_batches, last_global = p * v - 1;
   const int prev = (stage_ + p - 1) % p, next = (stage_ + 1) % p;
-  auto chunkOf = [&](int k, bool forward) {
-    const int c = (k % (p * v)) / p;
-    return forward ? c : v - 1 - c;
+  enum { kFwd = 0, kBwd = 1 };
+  // Our activations go to `next`, which sends gradients back; our gradients go to `prev`, which
+  // sends activations: each message received tells how many of ours the peer had taken.
+  // A backward sends its input's gradient unless its chunk is the pipeline's first, and receives
+  // its output's gradient unless it is the last; a forward receives unless first, sends unless last.
+  const auto taken_fwd = receivedBeforeEachSend(
+      interleavedOps(p, v, m, next), [&](const Op& o) { return !o.forward && o.chunk * p + next != 0; },
+      [&](const Op& o) { return o.forward && o.chunk * p + next != 0; });
+  const auto taken_bwd = receivedBeforeEachSend(
+      interleavedOps(p, v, m, prev), [&](const Op& o) { return o.forward && o.chunk * p + prev != last_global; },
+      [&](const Op& o) { return !o.forward && o.chunk * p + prev != last_global; });
+  const auto mine = interleavedOps(p, v, m, stage_);
+  const auto receives = [&](bool forward) {
+    return std::count_if(mine.begin(), mine.end(), [&](const Op& o) {
+      const int g = model_->globalChunk(o.chunk);
+      return o.forward == forward && (forward ? g != 0 : g != last_global);
+    });
   };
-  auto microOf = [&](int k) { return (k / (p * v)) * p + k % p; };
+  LC_ENFORCE(static_cast<long>(taken_bwd.size()) == receives(true) && static_cast<long>(taken_fwd.size()) == receives(false),
+             "interleaved pipeline: stage ", stage_, "'s receives do not match its neighbours' sends");
+  int grads_in = 0, acts_in = 0;
   std::vector<std::vector<MicroBatch>> mbs(v, std::vector<MicroBatch>(m));
   Outbox outbox(*pp_);
   double total = 0;
   int alive = 0;
-  auto forwardStep = [&](int k) {
-    const int c = chunkOf(k, true), i = microOf(k), global = model_->globalChunk(c);
-    MicroBatch& mb = mbs[c][i];
-    mb.x = xs[i], mb.y = ys[i], mb.chunk = c, mb.first = global == 0, mb.last = global == p * v - 1;
+  auto forwardStep = [&](const Op& o) {
+    const int global = model_->globalChunk(o.chunk);
+    MicroBatch& mb = mbs[o.chunk][o.micro];
+    mb.x = xs[o.micro], mb.y = ys[o.micro], mb.chunk = o.chunk, mb.first = global == 0, mb.last = global == last_global;
     if (!mb.first) {
       mb.input = activation(mb);
       pp_->recv(mb.input.data_ptr(), bytesOf(mb.input), prev, kForwardTag);
       mb.input.requires_grad_();
+      outbox.waitFirst(kBwd, taken_bwd[acts_in++]);
     }
-    outbox.reap();
     forward(mb, loss, per, total);
-    if (!mb.last) outbox.post(mb.output, next, kForwardTag);
+    if (!mb.last) outbox.post(kFwd, mb.output, next, kForwardTag);
     noteInFlight(++alive, heap0);
   };
-  auto backwardStep = [&](int k) {
-    const int c = chunkOf(k, false), i = microOf(k);
-    MicroBatch& mb = mbs[c][i];
+  auto backwardStep = [&](const Op& o) {
+    MicroBatch& mb = mbs[o.chunk][o.micro];
     torch::Tensor grad;
     if (!mb.last) {
       grad = activation(mb);
       pp_->recv(grad.data_ptr(), bytesOf(grad), next, kBackwardTag);
+      outbox.waitFirst(kFwd, taken_fwd[grads_in++]);
     }
-    outbox.reap();
     const bool first = mb.first;
-    before_backward(i == m - 1);  // the chunk's last micro-batch: its parameters' gradients are final
+    before_backward(o.micro == m - 1);  // the chunk's last micro-batch: its parameters' gradients are final
     const auto input_grad = backward(mb, grad);
     --alive;
-    if (!first) outbox.post(input_grad, prev, kBackwardTag);
+    if (!first) outbox.post(kBwd, input_grad, prev, kBackwardTag);
   };
-  const int warmup = std::min(2 * (p - stage_ - 1) + (v - 1) * p, total_steps);
-  for (int k = 0; k < warmup; ++k) forwardStep(k);
-  for (int k = 0; k < total_steps - warmup; ++k) {
-    forwardStep(warmup + k);
-    backwardStep(k);
+  for (const Op& o : mine) {
+    if (o.forward) forwardStep(o);
+    else backwardStep(o);
   }
-  for (int k = total_steps - warmup; k < total_steps; ++k) backwardStep(k);
   outbox.drain();
   return total;
 }

@@ -49,11 +49,21 @@ std::vector<int64_t> measureUnitTimes(ShardedModel& model, int64_t micro_batch, 
   LC_ENFORCE(micro_batch >= 1 && reps >= 1, "measureUnitTimes: micro_batch and reps must be >= 1");
   KeepGlobalRng keep;
   auto gen = at::detail::createCPUGenerator(0);
-  std::vector<torch::Tensor> saved;  // the caller's gradient tensors themselves, put back at the end
-  for (auto& p : model.parameters()) {
-    saved.push_back(p.grad());
-    p.mutable_grad() = torch::Tensor();
-  }
+  // The caller's gradient tensors themselves, put back on every exit.
+  struct KeepGrads {
+    explicit KeepGrads(ShardedModel& m) : model(m) {
+      for (auto& p : model.parameters()) {
+        saved.push_back(p.grad());
+        p.mutable_grad() = torch::Tensor();
+      }
+    }
+    ~KeepGrads() {
+      size_t i = 0;
+      for (auto& p : model.parameters()) p.mutable_grad() = saved[i++];
+    }
+    ShardedModel& model;
+    std::vector<torch::Tensor> saved;
+  } keep_grads(model);
   std::vector<int64_t> times(units);
   for (int u = 0; u < units; ++u) {
     const auto x = unitInput(s, u, micro_batch, gen);
@@ -67,13 +77,12 @@ std::vector<int64_t> measureUnitTimes(ShardedModel& model, int64_t micro_batch, 
       t.push_back(timeUnit(model, u, x, g));
       spent += t.back();
     }
+    std::sort(t.begin(), t.end());
     const size_t mid = t.size() / 2;
-    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(mid), t.end());
-    times[u] = std::max<int64_t>(1, static_cast<int64_t>(t[mid] * 1e6));
+    const double median = t.size() % 2 ? t[mid] : (t[mid - 1] + t[mid]) / 2;
+    times[u] = std::max<int64_t>(1, static_cast<int64_t>(median * 1e6));
     if (on_unit) on_unit(u, times[u], static_cast<int>(t.size()));
   }
-  size_t i = 0;
-  for (auto& p : model.parameters()) p.mutable_grad() = saved[i++];
   return times;
 }
 

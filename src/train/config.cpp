@@ -367,9 +367,9 @@ void validateParallel(const TrainConfig& c, const std::string& where) {
   if (p.tp < 1 || p.tp > 4096) bad(where, "parallel.tp", "must be in [1, 4096]");
   if (p.pp < 1 || p.pp > 4096) bad(where, "parallel.pp", "must be in [1, 4096]");
   oneOf(where, "parallel.schedule", p.schedule, {"1f1b", "gpipe", "interleaved"});
-  validateVirtualStages(c, where);
   oneOf(where, "parallel.order", p.order, {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"});
   if (p.micro_batches < 1) bad(where, "parallel.micro_batches", "must be >= 1");
+  validateVirtualStages(c, where);
   oneOf(where, "parallel.balance", p.balance, {"params", "time"});
   if (p.pp == 1 && p.balance != "params") bad(where, "parallel.balance", "cuts pipeline stages (parallel.pp > 1)");
   if (p.pp == 1 && p.micro_batches != 1)

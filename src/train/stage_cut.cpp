@@ -56,6 +56,11 @@ StageCut cutStages(const TrainConfig& cfg, const nn::Model& full, comm::Communic
     cut.weight_unit = "checkpoint";
     return cut;
   }
+  if (chunks > full.spec().layers + 2)  // before any timing
+    throw ConfigError(std::string(chunks > pp ? "parallel.virtual_stages" : "parallel.pp") + ": " + std::to_string(pp) +
+                      " pipeline stages x " + std::to_string(cfg.parallel.virtual_stages) + " chunks for a model of " +
+                      std::to_string(full.spec().layers + 2) +
+                      " units (embedding, blocks, head): at most one chunk per unit");
   if (cfg.parallel.balance == "params" || old_checkpoint) {
     cut.unit_weights = parallel::unitParameters(full);
     cut.weight_unit = "parameters";
@@ -67,10 +72,6 @@ StageCut cutStages(const TrainConfig& cfg, const nn::Model& full, comm::Communic
                                                    static_cast<double>(cfg.comm.timeout_s) / 4);
     cut.weight_unit = "us";
   }
-  if (chunks > static_cast<int>(cut.unit_weights.size()))
-    throw ConfigError(std::string(chunks > pp ? "parallel.virtual_stages" : "parallel.pp") + ": " + std::to_string(pp) +
-                      " pipeline stages x " + std::to_string(cfg.parallel.virtual_stages) + " chunks for a model of " +
-                      std::to_string(cut.unit_weights.size()) + " units (embedding, blocks, head): at most one chunk per unit");
   cut.bounds = parallel::stageBounds(cut.unit_weights, chunks);
   if (world.rank() == 0 && cut.weight_unit == "us") {
     std::string t;
@@ -84,6 +85,10 @@ StageCut cutStages(const TrainConfig& cfg, const nn::Model& full, comm::Communic
 void checkResumedCut(const std::string& file, const std::vector<int>& bounds) {
   const auto was = readCheckpointStageBounds(file);
   if (was.empty() || std::vector<int>(was.begin(), was.end()) == bounds) return;
+  if (was.size() != bounds.size())
+    throw ConfigError("parallel.virtual_stages: --resume: '" + file + "' was written with the model cut into " +
+                      std::to_string(was.size() - 1) + " pipeline chunks, this run cuts " +
+                      std::to_string(bounds.size() - 1) + " (parallel.pp x parallel.virtual_stages)");
   throw ConfigError("parallel.balance: --resume: '" + file + "' was written with pipeline stages cut at units " +
                     list(std::vector<int>(was.begin(), was.end())) + ", this run cuts at " + list(bounds) +
                     " (resume with the parallel.balance and parallel.virtual_stages the checkpoint was written with)");

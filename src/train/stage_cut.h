@@ -11,7 +11,7 @@
 //   before they were) was cut by parameters. A checkpoint cut into another number of chunks:
 //   ConfigError naming parallel.virtual_stages.
 // - checkResumedCut: ConfigError naming parallel.balance when the checkpoint `file` recorded other
-//   boundaries than `bounds`.
+//   boundaries than `bounds`, parallel.virtual_stages when it recorded another number of chunks.
 #pragma once
 
 #include <nlohmann/json.hpp>

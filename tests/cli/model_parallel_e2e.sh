@@ -164,4 +164,12 @@ if "$LOWCOMM" train --nproc 4 "${common[@]}" --set data.batch_size=1 --set paral
 fi
 grep -q "(order tp-dp-pp) grid, this run is dp 2 x tp 2 x pp 1 (order dp-tp-pp)" "$tmp/out_bad" ||
   { cat "$tmp/out_bad"; echo "FAIL: the order error does not name both orders"; exit 1; }
+# A pipeline checkpoint of one chunk per rank resumed interleaved: its chunks differ, named as such.
+rm -rf "$tmp/bad"; mkdir -p "$tmp/bad"; cp -r "$tmp/run_pp2_gpipe/checkpoints" "$tmp/bad/"
+if "$LOWCOMM" train --nproc 2 "${common[@]}" --set data.batch_size=2 "${interleaved[@]}" --set parallel.micro_batches=2 \
+    --set logging.out_dir="$tmp/bad" --resume > "$tmp/out_bad" 2>&1; then
+  echo "FAIL: a one-chunk pipeline checkpoint resumed interleaved"; exit 1
+fi
+grep -q "parallel.virtual_stages: --resume" "$tmp/out_bad" ||
+  { cat "$tmp/out_bad"; echo "FAIL: the chunk error does not name parallel.virtual_stages"; exit 1; }
 echo "ok: tensor- and pipeline-parallel grids follow the single process; resume is exact; bad grids are named"

@@ -8,7 +8,7 @@
 //   batch (tokens x [B, T], targets y). Stage 0 feeds x to the model, the last stage computes
 //   the loss; activations [mb, T, dim] (f32) go forward and their gradients backward over `pp`
 //   (point-to-point, traffic phase "pp"), paired with Communicator::exchange where 1F1B sends and
-//   receives at once, so no schedule can deadlock.
+//   receives at once, so no schedule can deadlock (interleaved: below).
 // - trainStep cuts the batch into M micro-batches (B not divisible by M: ConfigError naming
 //   parallel.micro_batches), runs their forwards and backwards in the schedule's order and
 //   accumulates the gradients in .grad. Micro-batch m's loss is loss(logits_m, y_m) * scale / M,
@@ -24,11 +24,14 @@
 //   M not a multiple of P: ConfigError naming parallel.micro_batches. Activations go to the next
 //   rank, (s + 1) mod P, and gradients back, posted with isend (tags kForwardTag, kBackwardTag) and
 //   received when needed, so the schedule is its own order of the global dependency graph and
-//   cannot deadlock; every send is waited before trainStep returns. Theory (P - 1) / (v M + P - 1).
+//   cannot deadlock; a send is released once a message from its receiver shows it was taken (the
+//   peer's schedule says how many it had received before sending that one), the rest before
+//   trainStep returns. Theory (P - 1) / (v M + P - 1).
 // - evalBatch runs forward only (micro-batches of at most ceil(B / M)) and returns score's sums
 //   over the batch (loss, correct) on every stage.
 // - stats(): this stage's measured bubble (1 - forward/backward compute time / step wall time,
-//   over every training step but the first, which warms up allocator and connections), the theory (P - 1) / (M + P - 1), the peak number of micro-batches in flight
+//   over every training step but the first, which warms up allocator and connections), the theory (P - 1) / (v M + P - 1)
+//   (v = 1 but for interleaved), the peak number of micro-batches in flight (interleaved: chunk-micro-batches)
 //   and the peak growth of the heap (glibc mallinfo2: in-use bytes) during a step, i.e. the
 //   activations the schedule keeps alive.
 #pragma once
@@ -57,7 +60,7 @@ struct PipelineStats {
   int64_t steps = 0;                 // timed steps (all but the first)
   double compute_s = 0, wall_s = 0;  // this stage, summed over training steps
   double bubble() const { return wall_s > 0 ? 1.0 - compute_s / wall_s : 0.0; }
-  double theory = 0;                 // (P - 1) / (M + P - 1)
+  double theory = 0;                 // (P - 1) / (v M + P - 1)
   int max_in_flight = 0;             // micro-batches whose activations were alive at once
   int64_t peak_activation_bytes = 0;
 };
@@ -76,6 +79,8 @@ class Pipeline {
   const PipelineStats& stats() const { return stats_; }
   // What runs a micro-batch through this stage (its tokens or received activations): the model's
   // forward unless set, e.g. to a strategy's forward that first rebuilds weights from factors.
+  // Interleaved runs the model's chunks (forwardChunk) and ignores it: the config refuses a
+  // strategy with a forward of its own there (AB-training).
   using ForwardFn = std::function<torch::Tensor(const torch::Tensor& input)>;
   void setForward(ForwardFn forward) { forward_fn_ = std::move(forward); }
 
@@ -84,8 +89,8 @@ class Pipeline {
     torch::Tensor x, y;       // this micro-batch's tokens and targets
     torch::Tensor input;      // a later stage's received activations (requires grad)
     torch::Tensor output;     // the stage's output (the loss on the last stage)
-    int chunk = 0;            // interleaved: the local model chunk it runs through
-    bool first = false, last = false;  // interleaved: whether that chunk is the pipeline's first / last
+    int chunk = 0;            // the local model chunk it runs through (0 but for interleaved)
+    bool first = false, last = false;  // whether that chunk is the pipeline's first / last
   };
   void forward(MicroBatch& mb, const LossFn& loss, double scale, double& total);
   torch::Tensor backward(MicroBatch& mb, const torch::Tensor& output_grad);

@@ -28,7 +28,7 @@
 //   starts where the single-process run starts; forward and gradients equal the full model's up
 //   to the order of float sums; replicated parameters get identical gradients on every TP rank.
 // - Heads or the vocabulary not divisible by T: ConfigError naming parallel.tp and the model key;
-//   more stages than units: ConfigError naming parallel.pp; another model: ConfigError naming
+//   more stages (chunks) than units: ConfigError naming parallel.pp (parallel.virtual_stages); another model: ConfigError naming
 //   model.name.
 // - Collectives over `tp` (forward, backward, loss, correct) and over `tp` and `pp` (gatherInto,
 //   clipGradNorm): every rank calls them in the same order. The model keeps both alive.
@@ -77,7 +77,7 @@ class ShardedModel : public nn::Model {
   virtual int chunks() const = 0;
   // Units [embedding, blocks..., head] of local chunk k: [first, last).
   virtual std::pair<int, int> chunkUnits(int k) const = 0;
-  // Units this stage holds when v = 1: chunkUnits(0).
+  // Units this stage holds when v = 1 (chunk 0's with v > 1): chunkUnits(0).
   std::pair<int, int> units() const { return chunkUnits(0); }
   // Local chunk k's position in the whole pipeline (k P + stage()): 0 takes tokens, P v - 1
   // returns the logits.

@@ -9,6 +9,8 @@
 //   label = beginStep(step)               transitions due before this step; its phase label
 //   events = takeEvents()                 structural changes, written to metrics.jsonl as is
 //   per micro-batch: setSync(last one); loss(forward(x)).backward()
+//     (on a pipeline the stage's forward; interleaved runs the model's chunks and calls
+//     setSync(true) before each chunk's last micro-batch, the last backward reaching its parameters)
 //   afterBackward()                       gradients are final (synchronised) after it
 //   clipGradients(max) or, when it declines, clip the model's .grad;
 //   set lr(step, scheduled); optimizer.step(); zero_grad()
