@@ -20,12 +20,13 @@ namespace lowcomm::comm {
 
 namespace {
 
-// One collective call as a timeline event (Communicator::setTrace), recorded when the call
-// returns normally.
+// One collective call (category "collective") or point-to-point call ("p2p") as a timeline
+// event (Communicator::setTrace), recorded when the call returns normally.
 class CallRecord {
  public:
-  CallRecord(Trace* t, const char* op, size_t bytes, DType dt, const std::vector<int>& root_ranks)
-      : t_(t && t->enabled() ? t : nullptr), op_(op) {
+  CallRecord(Trace* t, const char* op, size_t bytes, DType dt, const std::vector<int>& root_ranks,
+             const char* cat = "collective")
+      : t_(t && t->enabled() ? t : nullptr), op_(op), cat_(cat) {
     if (!t_) return;  // untraced: nothing on the collective's path
     start_ = Trace::Clock::now();
     exceptions_ = std::uncaught_exceptions();
@@ -38,7 +39,7 @@ class CallRecord {
   }
   ~CallRecord() {
     if (t_ && std::uncaught_exceptions() == exceptions_)
-      t_->complete(op_, "collective", Trace::threadLane(), start_, Trace::Clock::now(), std::move(args));
+      t_->complete(op_, cat_, Trace::threadLane(), start_, Trace::Clock::now(), std::move(args));
   }
   CallRecord(const CallRecord&) = delete;
   CallRecord& operator=(const CallRecord&) = delete;
@@ -48,9 +49,29 @@ class CallRecord {
  private:
   Trace* t_;
   const char* op_;
+  const char* cat_;
   Trace::Clock::time_point start_;
   int exceptions_ = 0;
 };
+
+// A rank of this communicator as a rank of the root one (the timeline names root ranks).
+int rootOf(const std::vector<int>& world_ranks, int r) { return world_ranks.empty() ? r : world_ranks[r]; }
+
+// A point-to-point call's peers and sizes on its timeline event: "peer:bytes,peer:bytes".
+std::string peersArg(const std::vector<int>& world_ranks, const std::vector<Communicator::P2P>& msgs) {
+  std::string out;
+  for (const auto& m : msgs)
+    out += (out.empty() ? "" : ",") + std::to_string(rootOf(world_ranks, m.peer)) + ":" + std::to_string(m.bytes);
+  return out;
+}
+
+void p2pArgs(CallRecord& rec, const std::vector<int>& world_ranks, const std::vector<Communicator::P2P>& sends,
+             const std::vector<Communicator::P2P>& recvs, uint32_t tag) {
+  if (!rec.on()) return;
+  rec.args["sends"] = peersArg(world_ranks, sends);
+  rec.args["recvs"] = peersArg(world_ranks, recvs);
+  rec.args["tag"] = std::to_string(tag);
+}
 
 std::chrono::milliseconds connectTimeout(const CommOptions& o) {
   return o.connect_timeout.count() > 0 ? o.connect_timeout : o.timeout;
@@ -316,6 +337,8 @@ void Communicator::barrier() {
 void Communicator::send(const void* buf, size_t bytes, int dst, uint32_t tag) {
   if (dst < 0 || dst >= size_ || dst == rank_)
     throw ConfigError("send: destination rank " + std::to_string(dst) + " is not another rank of this communicator");
+  CallRecord rec(trace_, "send", bytes, DType::u8, {}, "p2p");
+  p2pArgs(rec, world_ranks_, {{dst, const_cast<void*>(buf), bytes}}, {}, tag);
   GlooExchange ex(*link_, *meter_, "send", phase_, opts_.timeout, Link::kP2PSeq);
   ex.wait(ex.isend(dst, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag));
 }
@@ -323,6 +346,8 @@ void Communicator::send(const void* buf, size_t bytes, int dst, uint32_t tag) {
 void Communicator::recv(void* buf, size_t bytes, int src, uint32_t tag) {
   if (src < 0 || src >= size_ || src == rank_)
     throw ConfigError("recv: source rank " + std::to_string(src) + " is not another rank of this communicator");
+  CallRecord rec(trace_, "recv", bytes, DType::u8, {}, "p2p");
+  p2pArgs(rec, world_ranks_, {}, {{src, buf, bytes}}, tag);
   GlooExchange ex(*link_, *meter_, "recv", phase_, opts_.timeout, Link::kP2PSeq);
   ex.wait(ex.irecv(src, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag));
 }
@@ -332,6 +357,8 @@ struct Communicator::Request::Impl {
   int id = -1;
   int peer = -1;
   bool done = false;
+  Trace* trace = nullptr;  // records the wait as a "wait" event naming `req` (its post's id)
+  std::string req;
 };
 
 Communicator::Request::Request(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -339,6 +366,8 @@ Communicator::Request::~Request() = default;
 
 void Communicator::Request::wait() {
   if (impl_->done) return;
+  CallRecord rec(impl_->trace, "wait", 0, DType::u8, {}, "p2p");
+  if (rec.on()) rec.args["req"] = impl_->req;
   impl_->ex->wait(impl_->id);
   impl_->done = true;
 }
@@ -360,20 +389,35 @@ std::unique_ptr<Communicator::Request::Impl> postP2P(Link& link, TrafficMeter& m
   return impl;
 }
 
+// A posted request's id on its "isend"/"irecv" event and, later, on its "wait" event.
+void traceRequest(CallRecord& rec, Communicator::Request::Impl& impl, Trace* trace, std::string req) {
+  impl.trace = trace;
+  impl.req = std::move(req);
+  rec.args["req"] = impl.req;
+}
+
 }  // namespace
 
 std::unique_ptr<Communicator::Request> Communicator::isend(const void* buf, size_t bytes, int dst, uint32_t tag) {
   if (dst < 0 || dst >= size_ || dst == rank_)
     throw ConfigError("isend: destination rank " + std::to_string(dst) + " is not another rank of this communicator");
-  return std::make_unique<Request>(
-      postP2P(*link_, *meter_, phase_, opts_.timeout, true, const_cast<void*>(buf), bytes, dst, tag));
+  CallRecord rec(trace_, "isend", bytes, DType::u8, {}, "p2p");
+  p2pArgs(rec, world_ranks_, {{dst, const_cast<void*>(buf), bytes}}, {}, tag);
+  auto impl = postP2P(*link_, *meter_, phase_, opts_.timeout, true, const_cast<void*>(buf), bytes, dst, tag);
+  if (rec.on()) traceRequest(rec, *impl, trace_, prefix_ + "#" + std::to_string(p2p_requests_++));
+  return std::make_unique<Request>(std::move(impl));
 }
 
 std::unique_ptr<Communicator::Request> Communicator::irecv(void* buf, size_t bytes, int src, uint32_t tag) {
   if (src < 0 || src >= size_ || src == rank_)
     throw ConfigError("irecv: source rank " + std::to_string(src) + " is not another rank of this communicator");
-  return std::make_unique<Request>(postP2P(*link_, *meter_, phase_, opts_.timeout, false, buf, bytes, src, tag));
+  CallRecord rec(trace_, "irecv", bytes, DType::u8, {}, "p2p");
+  p2pArgs(rec, world_ranks_, {}, {{src, buf, bytes}}, tag);
+  auto impl = postP2P(*link_, *meter_, phase_, opts_.timeout, false, buf, bytes, src, tag);
+  if (rec.on()) traceRequest(rec, *impl, trace_, prefix_ + "#" + std::to_string(p2p_requests_++));
+  return std::make_unique<Request>(std::move(impl));
 }
+
 
 void Communicator::exchange(const std::vector<P2P>& sends, const std::vector<P2P>& recvs, uint32_t tag) {
   auto check = [&](const std::vector<P2P>& msgs, const char* what) {
@@ -390,6 +434,10 @@ void Communicator::exchange(const std::vector<P2P>& sends, const std::vector<P2P
   };
   check(sends, "send to");
   check(recvs, "receive from");
+  size_t total = 0;
+  for (const auto& m : sends) total += m.bytes;
+  CallRecord rec(trace_, "exchange", total, DType::u8, {}, "p2p");
+  p2pArgs(rec, world_ranks_, sends, recvs, tag);
   GlooExchange ex(*link_, *meter_, "exchange", phase_, opts_.timeout, Link::kP2PSeq);
   const uint64_t slot = (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag;
   for (const auto& m : recvs) ex.irecv(m.peer, m.buf, m.bytes, slot);

@@ -101,6 +101,10 @@ std::vector<RankProgram> extrapolate(const RankProgram& rank0, int recorded_worl
   std::vector<int> group(p.calls.size(), 0);  // per call: its group's size at the new world (0: the world)
   bool grouped = false;
   for (size_t i = 0; i < p.calls.size(); ++i) {
+    if (p.calls[i].p2p())
+      throw ConfigError("simulate predict: the timeline has point-to-point calls (" + p.calls[i].op +
+                        ": pipeline stages or gossip), which rank 0's program cannot stand for on other ranks; "
+                        "`simulate replay` runs such a timeline at its own size");
     group[i] = groupSize(p.calls[i], recorded_world, platform, opts.groups);
     grouped = grouped || group[i] > 0;
     p.calls[i] = rescale(p.calls[i], recorded_world, group[i] > 0 ? group[i] : n, platform, opts.algo);

@@ -16,6 +16,7 @@
 #include "lowcomm/comm/dtype.h"
 #include "lowcomm/sim/replay.h"
 #include "run_call.h"
+#include "run_p2p.h"
 #include "sim_exchange.h"
 
 namespace lowcomm::sim {
@@ -54,6 +55,7 @@ struct Shared {
   std::map<std::pair<int, int>, CoarseCall> coarse_calls;
   std::string error;
   uint64_t calls = 0, coarsened = 0;
+  std::vector<P2PRank> p2p;  // per rank
 };
 
 std::string groupKey(const CallSpec& c) {
@@ -132,7 +134,10 @@ void runCoarse(Shared& sh, int rank, int thread, const CallSpec& c) {
 }
 
 void runOne(Shared& sh, int rank, int thread, const CallSpec& c) {
-  if (coarsens(sh, c)) runCoarse(sh, rank, thread, c);
+  if (c.p2p()) {
+    sh.p2p[rank].run(sh.net, c);
+    ++sh.calls;
+  } else if (coarsens(sh, c)) runCoarse(sh, rank, thread, c);
   else runGroupCall(sh, rank, c);
 }
 
@@ -194,7 +199,8 @@ nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& 
   SimNetwork net(host_of, node_of, p);
   std::unique_ptr<InaFabric> ina;
   if (p.in_network_aggregation) net.ina = (ina = std::make_unique<InaFabric>(net, plat.switch_host, p)).get();
-  Shared sh{p, programs, net, std::vector<RankState>(n), nullptr, nullptr, {}, {}, coarse, {}, {}, 0, 0};
+  Shared sh{p, programs, net, std::vector<RankState>(n), nullptr, nullptr, {}, {}, coarse, {}, {}, 0, 0, {}};
+  for (int r = 0; r < n; ++r) sh.p2p.emplace_back(r);
   // Never read or written (no data moves), so the kernel never backs them with memory.
   const uint64_t bytes = maxBytes(programs);
   sh.buf.reset(new char[bytes]);

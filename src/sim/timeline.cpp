@@ -5,6 +5,8 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <type_traits>
+#include <utility>
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/sim/replay.h"
@@ -31,11 +33,42 @@ std::vector<T> splitList(const std::string& s) {
   std::vector<T> out;
   std::stringstream in(s);
   std::string item;
-  while (std::getline(in, item, ',')) out.push_back(static_cast<T>(std::stoll(item)));
+  while (std::getline(in, item, ',')) {
+    if constexpr (std::is_same_v<T, std::string>) out.push_back(item);
+    else out.push_back(static_cast<T>(std::stoll(item)));
+  }
   return out;
 }
 
+// "peer:bytes,peer:bytes" (lowcomm/comm/communicator.h, setTrace).
+std::vector<std::pair<int, uint64_t>> peersOf(const std::string& s) {
+  std::vector<std::pair<int, uint64_t>> out;
+  for (const auto& item : splitList<std::string>(s)) {
+    const auto colon = item.find(':');
+    if (colon == std::string::npos) throw std::invalid_argument("no ':' in '" + item + "'");
+    out.emplace_back(std::stoi(item.substr(0, colon)), std::stoull(item.substr(colon + 1)));
+  }
+  return out;
+}
+
+CallSpec p2pCallOf(const Ev& e, const std::string& path) {
+  CallSpec c;
+  c.op = e.name;
+  if (!c.p2p()) throw ConfigError(path + ": point-to-point call '" + c.op + "' is not simulated");
+  try {
+    c.sends = peersOf(arg(e, "sends"));
+    c.recvs = peersOf(arg(e, "recvs"));
+    c.tag = static_cast<uint32_t>(std::stoul(arg(e, "tag", "0")));
+  } catch (const std::logic_error&) {
+    throw ConfigError(path + ": a '" + c.op + "' event has peers or a tag that are not numbers");
+  }
+  c.req = arg(e, "req");
+  for (const auto& [peer, bytes] : c.sends) c.bytes += bytes;
+  return c;
+}
+
 CallSpec callOf(const Ev& e, const std::string& path) {
+  if (e.cat == "p2p") return p2pCallOf(e, path);
   CallSpec c;
   c.op = e.name;
   if (c.op != "allreduce" && c.op != "allgatherv" && c.op != "reduce_scatter" && c.op != "broadcast" &&
@@ -122,8 +155,9 @@ RankProgram programOf(const std::vector<Ev>& evs, const ReplayOptions& opts, con
   }
   std::vector<const Ev*> buckets, lane1_calls;
   for (const auto& e : evs) {
+    const bool call = e.cat == "collective" || e.cat == "p2p";
     if (e.lane == 0 && e.ts >= t0 && e.end() <= t1) {
-      if (e.cat == "collective") {
+      if (call) {
         prog.calls.push_back(callOf(e, path));
         points.push_back({e.ts, e.end(), {ReplayItem::call, 0, static_cast<int>(prog.calls.size()) - 1}});
       } else if (e.name == "wait for gradients") {
@@ -137,7 +171,7 @@ RankProgram programOf(const std::vector<Ev>& evs, const ReplayOptions& opts, con
         points.push_back({ready, ready, {ReplayItem::launch}});
       }
     }
-    if (e.lane == 1 && e.cat == "collective" && e.ts >= t0 && e.end() <= t1) lane1_calls.push_back(&e);
+    if (e.lane == 1 && call && e.ts >= t0 && e.end() <= t1) lane1_calls.push_back(&e);
   }
   // Markers at one instant: a step ends before the next begins, launches come before a wait.
   std::stable_sort(points.begin(), points.end(), [](const Point& a, const Point& b) { return a.at < b.at; });

@@ -143,6 +143,105 @@ TEST(SimReplay, ReplayedBytesEqualTheMeteredBytesOfARealRun) {
   std::remove(path.c_str());
 }
 
+// Point-to-point calls (a pipeline's sends, receives, exchanges and posted requests) over a
+// split: recorded with root ranks, replayed with the meter's bytes and messages per rank.
+TEST(SimReplay, PointToPointCallsReplayWithTheMeteredBytes) {
+  const int n = 4;
+  comm::CommOptions opts;
+  opts.shm = comm::ShmMode::off;
+  auto comms = test::makeComms(n, opts);
+  std::vector<Trace> traces(n);
+  std::vector<uint64_t> sent(n), messages(n);
+  test::onRanks(n, [&](int r) {
+    auto& c = *comms[r];
+    c.setTrace(&traces[r]);
+    auto pp = c.split(r % 2, r);  // {0, 2} and {1, 3}: stage 0 and stage 1 of two pipelines
+    const int stage = pp->rank();
+    c.meter().reset();
+    for (int step = 0; step < 3; ++step) {
+      TraceScope span(&traces[r], "pp", "phase", 2);
+      std::vector<float> act(50000 + 1000 * (r % 2), 1.0f), grad(act.size());  // per pipeline
+      const size_t bytes = act.size() * 4;
+      if (stage == 0) {
+        pp->send(act.data(), bytes, 1);
+        pp->exchange({{1, act.data(), bytes}}, {{1, grad.data(), bytes}}, 1);
+        auto req = pp->isend(act.data(), bytes, 1, 2);
+        pp->recv(grad.data(), bytes, 1, 2);
+        req->wait();
+      } else {
+        pp->recv(act.data(), bytes, 0);
+        pp->exchange({{0, grad.data(), bytes}}, {{0, act.data(), bytes}}, 1);
+        auto req = pp->irecv(act.data(), bytes, 0, 2);
+        pp->send(grad.data(), bytes, 0, 2);
+        req->wait();
+      }
+      c.allreduce(act.data(), 1000, comm::DType::f32, comm::ReduceOp::sum);
+    }
+    const auto snap = c.meter().snapshot();
+    sent[r] = snap.total.bytes_sent;
+    messages[r] = snap.total.messages_sent;
+    c.setTrace(nullptr);
+  });
+  nlohmann::json ev = nlohmann::json::array();
+  for (int r = 0; r < n; ++r)
+    for (const auto& e : traces[r].events()) ev.push_back(event(r, e.lane, e.name, e.cat, e.start_us, e.dur_us, e.args));
+  const auto path = tempPath("p2p");
+  writeTrace(path, ev);
+  const auto progs = readTimeline(path, {});
+  ASSERT_EQ(progs[0].calls.size(), 18u);  // 6 per step: send, exchange, isend, recv, wait, allreduce
+  const auto& c0 = progs[0].calls;
+  EXPECT_EQ(c0[0].op, "send");
+  ASSERT_EQ(c0[0].sends.size(), 1u);
+  EXPECT_EQ(c0[0].sends[0], (std::pair<int, uint64_t>{2, 200000}));  // rank 2: stage 1 of pipeline 0
+  EXPECT_EQ(c0[1].op, "exchange");
+  EXPECT_EQ(c0[1].recvs[0], (std::pair<int, uint64_t>{2, 200000}));
+  EXPECT_EQ(progs[1].calls[0].sends[0], (std::pair<int, uint64_t>{3, 204000}));
+  EXPECT_EQ(c0[1].tag, 1u);
+  EXPECT_EQ(c0[2].op, "isend");
+  EXPECT_FALSE(c0[2].req.empty());
+  EXPECT_EQ(c0[4].op, "wait");
+  EXPECT_EQ(c0[4].req, c0[2].req);
+  EXPECT_EQ(progs[3].calls[0].recvs[0].first, 1);
+  const auto r = replay(star(n, 1.0), progs);
+  for (int k = 0; k < n; ++k) {
+    EXPECT_EQ(r.bytes_sent[k], sent[k]) << "rank " << k;
+    EXPECT_EQ(r.messages_sent[k], messages[k]) << "rank " << k;
+  }
+  std::remove(path.c_str());
+}
+
+// A two-stage hand-over: stage 1 waits for stage 0's compute and the activation's transfer.
+TEST(SimReplay, ARecvWaitsForTheSendersComputeAndTheTransfer) {
+  const uint64_t bytes = 1 << 20;
+  nlohmann::json ev = nlohmann::json::array();
+  const std::string b = std::to_string(bytes);
+  {  // one step: in a second one the gap between the recorded steps would shift the hand-over
+    const double t = 1000;
+    ev.push_back(event(0, 0, "forward", "compute", t, 10000));
+    ev.push_back(event(0, 0, "send", "p2p", t + 10000, 100, {{"sends", "1:" + b}, {"recvs", ""}, {"tag", "0"}}));
+    ev.push_back(event(0, 2, "pp", "phase", t, 10100));
+    // As recorded, stage 1 waited 5 ms only; the replay decides how long.
+    ev.push_back(event(1, 0, "recv", "p2p", t, 5000, {{"sends", ""}, {"recvs", "0:" + b}, {"tag", "0"}}));
+    ev.push_back(event(1, 0, "forward", "compute", t + 5000, 10000));
+    ev.push_back(event(1, 2, "pp", "phase", t, 15000));
+  }
+  const auto path = tempPath("p2p_step");
+  writeTrace(path, ev);
+  CollectiveSpec one;
+  one.op = "broadcast";
+  one.bytes = bytes;
+  const auto p = star(2, 1.0);
+  const double transfer_s = simulateCollective(p, one).time_s;  // 2 ranks: one message of `bytes`
+  const auto r = replay(p, readTimeline(path, {}));
+  ASSERT_EQ(r.predicted_step_by_rank.size(), 2u);
+  EXPECT_NEAR(r.predicted_step_by_rank[0], 0.010 + transfer_s, 2e-4);
+  EXPECT_NEAR(r.predicted_step_by_rank[1], 0.010 + transfer_s + 0.010, 2e-4);
+  EXPECT_GT(transfer_s, 0.008);  // 1 MiB at 1 Gbit/s
+  EXPECT_EQ(r.bytes_sent[0], bytes);
+  EXPECT_EQ(r.bytes_sent[1], 0u);
+  std::remove(path.c_str());
+}
+
 TEST(SimReplay, BadTimelinesAreErrorsNamingTheFile) {
   const auto path = tempPath("bad");
   std::ofstream(path) << "{\"traceEvents\": 3}";
@@ -158,6 +257,18 @@ TEST(SimReplay, BadTimelinesAreErrorsNamingTheFile) {
   ev.push_back(event(1, 0, "ssp-push", "collective", 1000, 10));
   writeTrace(path, ev);
   EXPECT_THROW(readTimeline(path, {}), ConfigError);
+  ev = ddpSteps(2, 1024, 20.0);
+  ev.push_back(event(1, 0, "send", "p2p", 1000, 10, {{"sends", "0:x"}}));
+  writeTrace(path, ev);
+  EXPECT_THROW(readTimeline(path, {}), ConfigError);  // bytes not a number
+  ev = ddpSteps(2, 1024, 20.0);
+  ev.push_back(event(1, 0, "recv_any", "p2p", 1000, 10, {{"recvs", "0:8"}}));
+  writeTrace(path, ev);
+  EXPECT_THROW(readTimeline(path, {}), ConfigError);  // not simulated
+  ev = ddpSteps(2, 1024, 20.0);
+  ev.push_back(event(1, 0, "send", "p2p", 1000, 10, {{"sends", "7:8"}}));
+  writeTrace(path, ev);
+  EXPECT_THROW(replay(star(2, 1.0), readTimeline(path, {})), Error);  // rank 7 of 2
   writeTrace(path, ddpSteps(2, 1024, 20.0));
   EXPECT_THROW(replay(star(3, 1.0), readTimeline(path, {})), ConfigError);  // 2 ranks, 3 nodes
   EXPECT_THROW(readTimeline(path, {5, 1}), ConfigError);                      // past the 2 steps

@@ -154,7 +154,10 @@ class Communicator {
   // timeline event of category "collective" on the calling thread's lane (Trace::threadLane), so
   // `lowcomm simulate replay` can rerun the calls. nullptr stops it. Communicators made by
   // split() afterwards record to the same trace, with their members' ranks in the root
-  // communicator (arg "ranks") when those differ from their own.
+  // communicator (arg "ranks") when those differ from their own. Point-to-point calls are events
+  // of category "p2p" named after the call (send, recv, exchange, isend, irecv, and a request's
+  // "wait"), with "sends"/"recvs" as "peer:bytes,..." in root ranks, "tag", and a posted
+  // request's id ("req") on its post and its wait. recvAny() is not recorded.
   void setTrace(Trace* trace) { trace_ = trace; }
 
   // Phase label for the traffic meter (e.g. "grad", "sync").
@@ -195,6 +198,7 @@ class Communicator {
   std::vector<int> node_of_;
   std::unique_ptr<ShmDomain> shm_;
   Trace* trace_ = nullptr;
+  uint64_t p2p_requests_ = 0;  // posted requests so far: their ids on the timeline
   std::vector<int> world_ranks_;  // this communicator's ranks in the root one (split); empty: the same
 };
 

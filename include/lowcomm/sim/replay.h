@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lowcomm/comm/communicator.h"
@@ -24,7 +25,10 @@ namespace lowcomm::sim {
 
 // One collective call as recorded.
 struct CallSpec {
-  std::string op;                   // allreduce | allgatherv | reduce_scatter | broadcast | alltoall | barrier
+  // allreduce | allgatherv | reduce_scatter | broadcast | alltoall | barrier (collectives), or
+  // point-to-point: send | recv | exchange (blocking: returns when every message of it completed),
+  // isend | irecv (posted; completed at the "wait" naming the same req) and wait.
+  std::string op;
   comm::Algo algo = comm::Algo::ring;
   uint64_t bytes = 0;               // the whole buffer (allgatherv: the gathered total)
   comm::DType dtype = comm::DType::f32;
@@ -33,6 +37,14 @@ struct CallSpec {
   int root = 0;                     // broadcast
   std::vector<int> ranks;           // members (root-communicator ranks); empty = every rank
   std::vector<uint64_t> rank_bytes; // allgatherv: each member's bytes
+  // Point-to-point: (peer as a root rank, bytes) of each message sent and received, the tag,
+  // and a posted request's id (isend, irecv, wait).
+  std::vector<std::pair<int, uint64_t>> sends, recvs;
+  uint32_t tag = 0;
+  std::string req;
+  bool p2p() const {
+    return op == "send" || op == "recv" || op == "exchange" || op == "isend" || op == "irecv" || op == "wait";
+  }
 };
 
 // A rank's program. main: the compute thread; buckets: what the communication thread ran for
