@@ -151,6 +151,16 @@ TEST(SimPredict, GroupCallsAndTooManyRanksAreErrors) {
   bad.nodes = 32;
   bad.oversubscription = 3;  // does not divide 16
   EXPECT_THROW(extrapolate(prog, 2, bad, {}), ConfigError);
+  auto piped = prog;  // a pipeline stage's send: rank 0's program cannot stand for the other stage
+  piped.calls[0] = CallSpec{};
+  piped.calls[0].op = "send";
+  piped.calls[0].sends = {{1, 1024}};
+  try {
+    extrapolate(piped, 2, p, {});
+    FAIL() << "a point-to-point call was extrapolated";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("point-to-point"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SimPredict, AComputeSpeedupDividesComputeAndCodecTimeOnly) {
