@@ -95,7 +95,7 @@ int simulateReplay(int argc, char** argv) {
   const auto p = platformFor(setting, calibration);
   const auto programs = sim::readTimeline(timeline, o);
   const auto r = sim::replay(p, programs);
-  std::printf("# %s, %d steps from step %d: %llu collectives replayed%s\n", setting.c_str(), r.steps, o.first_step,
+  std::printf("# %s, %d steps from step %d: %llu calls replayed%s\n", setting.c_str(), r.steps, o.first_step,
               static_cast<unsigned long long>(r.calls),
               r.unsupported_calls ? (", " + std::to_string(r.unsupported_calls) + " not (outside a bucket)").c_str() : "");
   std::printf("# %4s %14s %15s %8s %14s %14s %10s\n", "rank", "measured ms", "predicted ms", "error", "sent MB",

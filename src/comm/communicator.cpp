@@ -65,12 +65,14 @@ std::string peersArg(const std::vector<int>& world_ranks, const std::vector<Comm
   return out;
 }
 
+// Called only when `rec` records (the lists cost an allocation). `comm`: the communicator's
+// store prefix, which tells a split's messages from its parent's between the same two ranks.
 void p2pArgs(CallRecord& rec, const std::vector<int>& world_ranks, const std::vector<Communicator::P2P>& sends,
-             const std::vector<Communicator::P2P>& recvs, uint32_t tag) {
-  if (!rec.on()) return;
+             const std::vector<Communicator::P2P>& recvs, uint32_t tag, const std::string& comm) {
   rec.args["sends"] = peersArg(world_ranks, sends);
   rec.args["recvs"] = peersArg(world_ranks, recvs);
   rec.args["tag"] = std::to_string(tag);
+  rec.args["comm"] = comm;
 }
 
 std::chrono::milliseconds connectTimeout(const CommOptions& o) {
@@ -338,7 +340,7 @@ void Communicator::send(const void* buf, size_t bytes, int dst, uint32_t tag) {
   if (dst < 0 || dst >= size_ || dst == rank_)
     throw ConfigError("send: destination rank " + std::to_string(dst) + " is not another rank of this communicator");
   CallRecord rec(trace_, "send", bytes, DType::u8, {}, "p2p");
-  p2pArgs(rec, world_ranks_, {{dst, const_cast<void*>(buf), bytes}}, {}, tag);
+  if (rec.on()) p2pArgs(rec, world_ranks_, {{dst, const_cast<void*>(buf), bytes}}, {}, tag, prefix_);
   GlooExchange ex(*link_, *meter_, "send", phase_, opts_.timeout, Link::kP2PSeq);
   ex.wait(ex.isend(dst, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag));
 }
@@ -347,7 +349,7 @@ void Communicator::recv(void* buf, size_t bytes, int src, uint32_t tag) {
   if (src < 0 || src >= size_ || src == rank_)
     throw ConfigError("recv: source rank " + std::to_string(src) + " is not another rank of this communicator");
   CallRecord rec(trace_, "recv", bytes, DType::u8, {}, "p2p");
-  p2pArgs(rec, world_ranks_, {}, {{src, buf, bytes}}, tag);
+  if (rec.on()) p2pArgs(rec, world_ranks_, {}, {{src, buf, bytes}}, tag, prefix_);
   GlooExchange ex(*link_, *meter_, "recv", phase_, opts_.timeout, Link::kP2PSeq);
   ex.wait(ex.irecv(src, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag));
 }
@@ -402,7 +404,7 @@ std::unique_ptr<Communicator::Request> Communicator::isend(const void* buf, size
   if (dst < 0 || dst >= size_ || dst == rank_)
     throw ConfigError("isend: destination rank " + std::to_string(dst) + " is not another rank of this communicator");
   CallRecord rec(trace_, "isend", bytes, DType::u8, {}, "p2p");
-  p2pArgs(rec, world_ranks_, {{dst, const_cast<void*>(buf), bytes}}, {}, tag);
+  if (rec.on()) p2pArgs(rec, world_ranks_, {{dst, const_cast<void*>(buf), bytes}}, {}, tag, prefix_);
   auto impl = postP2P(*link_, *meter_, phase_, opts_.timeout, true, const_cast<void*>(buf), bytes, dst, tag);
   if (rec.on()) traceRequest(rec, *impl, trace_, prefix_ + "#" + std::to_string(p2p_requests_++));
   return std::make_unique<Request>(std::move(impl));
@@ -412,7 +414,7 @@ std::unique_ptr<Communicator::Request> Communicator::irecv(void* buf, size_t byt
   if (src < 0 || src >= size_ || src == rank_)
     throw ConfigError("irecv: source rank " + std::to_string(src) + " is not another rank of this communicator");
   CallRecord rec(trace_, "irecv", bytes, DType::u8, {}, "p2p");
-  p2pArgs(rec, world_ranks_, {}, {{src, buf, bytes}}, tag);
+  if (rec.on()) p2pArgs(rec, world_ranks_, {}, {{src, buf, bytes}}, tag, prefix_);
   auto impl = postP2P(*link_, *meter_, phase_, opts_.timeout, false, buf, bytes, src, tag);
   if (rec.on()) traceRequest(rec, *impl, trace_, prefix_ + "#" + std::to_string(p2p_requests_++));
   return std::make_unique<Request>(std::move(impl));
@@ -437,7 +439,7 @@ void Communicator::exchange(const std::vector<P2P>& sends, const std::vector<P2P
   size_t total = 0;
   for (const auto& m : sends) total += m.bytes;
   CallRecord rec(trace_, "exchange", total, DType::u8, {}, "p2p");
-  p2pArgs(rec, world_ranks_, sends, recvs, tag);
+  if (rec.on()) p2pArgs(rec, world_ranks_, sends, recvs, tag, prefix_);
   GlooExchange ex(*link_, *meter_, "exchange", phase_, opts_.timeout, Link::kP2PSeq);
   const uint64_t slot = (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag;
   for (const auto& m : recvs) ex.irecv(m.peer, m.buf, m.bytes, slot);
@@ -450,6 +452,7 @@ int Communicator::recvAny(void* buf, size_t bytes, const std::vector<int>& srcs,
   for (int s : srcs)
     if (s < 0 || s >= size_ || s == rank_)
       throw ConfigError("recvAny: source rank " + std::to_string(s) + " is not another rank of this communicator");
+  CallRecord rec(trace_, "recv_any", bytes, DType::u8, {}, "p2p");  // on the timeline, not replayable
   GlooExchange ex(*link_, *meter_, "recv", phase_, opts_.timeout, Link::kP2PSeq);
   const int req = ex.irecvAny(srcs, buf, bytes, (static_cast<uint64_t>(Link::kP2PSeq) << 32) | tag);
   ex.wait(req);

@@ -56,6 +56,7 @@ struct Shared {
   std::string error;
   uint64_t calls = 0, coarsened = 0;
   std::vector<P2PRank> p2p;  // per rank
+  P2PChannels channels;
 };
 
 std::string groupKey(const CallSpec& c) {
@@ -135,7 +136,7 @@ void runCoarse(Shared& sh, int rank, int thread, const CallSpec& c) {
 
 void runOne(Shared& sh, int rank, int thread, const CallSpec& c) {
   if (c.p2p()) {
-    sh.p2p[rank].run(sh.net, c);
+    sh.p2p[rank].run(sh.net, sh.channels, c);
     ++sh.calls;
   } else if (coarsens(sh, c)) runCoarse(sh, rank, thread, c);
   else runGroupCall(sh, rank, c);
@@ -199,7 +200,7 @@ nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& 
   SimNetwork net(host_of, node_of, p);
   std::unique_ptr<InaFabric> ina;
   if (p.in_network_aggregation) net.ina = (ina = std::make_unique<InaFabric>(net, plat.switch_host, p)).get();
-  Shared sh{p, programs, net, std::vector<RankState>(n), nullptr, nullptr, {}, {}, coarse, {}, {}, 0, 0, {}};
+  Shared sh{p, programs, net, std::vector<RankState>(n), nullptr, nullptr, {}, {}, coarse, {}, {}, 0, 0, {}, {}};
   for (int r = 0; r < n; ++r) sh.p2p.emplace_back(r);
   // Never read or written (no data moves), so the kernel never backs them with memory.
   const uint64_t bytes = maxBytes(programs);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <type_traits>
 #include <utility>
@@ -63,6 +64,7 @@ CallSpec p2pCallOf(const Ev& e, const std::string& path) {
     throw ConfigError(path + ": a '" + c.op + "' event has peers or a tag that are not numbers");
   }
   c.req = arg(e, "req");
+  c.comm = arg(e, "comm");
   for (const auto& [peer, bytes] : c.sends) c.bytes += bytes;
   return c;
 }
@@ -120,6 +122,12 @@ std::map<int, std::vector<Ev>> readEvents(const std::string& path) {
   return by_rank;
 }
 
+std::string unreplayable(const std::string& path, int rank, const Ev& e) {
+  return path + ": rank " + std::to_string(rank) + " has a point-to-point " + e.name + " on lane " +
+         std::to_string(e.lane) + " outside the compute thread and the communication thread's buckets, "
+         "which the replay cannot place";
+}
+
 // A point on the compute thread's time line, in the order the replay meets it.
 struct Point {
   double at = 0, end = 0;
@@ -172,6 +180,8 @@ RankProgram programOf(const std::vector<Ev>& evs, const ReplayOptions& opts, con
       }
     }
     if (e.lane == 1 && call && e.ts >= t0 && e.end() <= t1) lane1_calls.push_back(&e);
+    if (e.lane > 1 && e.cat == "p2p" && e.ts >= t0 && e.end() <= t1)
+      throw ConfigError(unreplayable(path, rank, e));
   }
   // Markers at one instant: a step ends before the next begins, launches come before a wait.
   std::stable_sort(points.begin(), points.end(), [](const Point& a, const Point& b) { return a.at < b.at; });
@@ -181,7 +191,7 @@ RankProgram programOf(const std::vector<Ev>& evs, const ReplayOptions& opts, con
     prog.main.push_back(p.item);
     cursor = std::max(cursor, p.end);
   }
-  size_t used = 0;
+  std::set<const Ev*> used;
   for (const Ev* b : buckets) {
     std::vector<ReplayItem> items;
     double at = b->ts;
@@ -191,12 +201,16 @@ RankProgram programOf(const std::vector<Ev>& evs, const ReplayOptions& opts, con
       prog.calls.push_back(callOf(*c, path));
       items.push_back({ReplayItem::call, 0, static_cast<int>(prog.calls.size()) - 1});
       at = c->end();
-      ++used;
+      used.insert(c);
     }
     if (b->end() > at) items.push_back({ReplayItem::sleep, (b->end() - at) * 1e-6});
     prog.buckets.push_back(std::move(items));
   }
-  prog.unsupported_calls = static_cast<int>(lane1_calls.size() - used);
+  // A collective outside a bucket is counted and skipped; a skipped message would leave its
+  // peer's matching call waiting forever, so it is an error.
+  for (const Ev* c : lane1_calls)
+    if (c->cat == "p2p" && !used.count(c)) throw ConfigError(unreplayable(path, rank, *c));
+  prog.unsupported_calls = static_cast<int>(lane1_calls.size() - used.size());
   return prog;
 }
 

@@ -242,6 +242,44 @@ TEST(SimReplay, ARecvWaitsForTheSendersComputeAndTheTransfer) {
   std::remove(path.c_str());
 }
 
+// Messages of different tags (also tags 16 apart) and of different communicators between the
+// same two ranks are matched apart, whatever order the receiver takes them in.
+TEST(SimReplay, TagsAndCommunicatorsKeepTheirMessagesApart) {
+  auto p2p = [](int rank, double ts, const std::string& name, const std::string& comm, int tag, const std::string& sends,
+                const std::string& recvs, const std::string& req = "") {
+    nlohmann::json a = {{"sends", sends}, {"recvs", recvs}, {"tag", std::to_string(tag)}, {"comm", comm}};
+    if (!req.empty()) a["req"] = req;
+    return event(rank, 0, name, "p2p", ts, 10, a);
+  };
+  nlohmann::json ev = nlohmann::json::array();
+  ev.push_back(p2p(0, 1000, "isend", "a", 1, "1:100", "", "r1"));
+  ev.push_back(p2p(0, 1100, "isend", "a", 17, "1:200", "", "r2"));
+  ev.push_back(p2p(0, 1200, "isend", "b", 1, "1:300", "", "r3"));
+  ev.push_back(p2p(0, 1300, "wait", "", 0, "", "", "r1"));
+  ev.push_back(p2p(0, 1400, "wait", "", 0, "", "", "r2"));
+  ev.push_back(p2p(0, 1500, "wait", "", 0, "", "", "r3"));
+  ev.push_back(event(0, 2, "pp", "phase", 1000, 600));
+  ev.push_back(p2p(1, 1000, "recv", "b", 1, "", "0:300"));
+  ev.push_back(p2p(1, 1100, "recv", "a", 17, "", "0:200"));
+  ev.push_back(p2p(1, 1200, "recv", "a", 1, "", "0:100"));
+  ev.push_back(event(1, 2, "pp", "phase", 1000, 300));
+  const auto path = tempPath("p2p_tags");
+  writeTrace(path, ev);
+  const auto r = replay(star(2, 1.0), readTimeline(path, {}));
+  EXPECT_EQ(r.bytes_sent[0], 600u);
+  EXPECT_EQ(r.messages_sent[0], 3u);
+  // The same request id posted twice without a wait: an error, not a lost request.
+  ev[1]["args"]["req"] = "r1";
+  writeTrace(path, ev);
+  EXPECT_THROW(replay(star(2, 1.0), readTimeline(path, {})), Error);
+  // A message on the communication thread outside a bucket cannot be placed: an error.
+  ev = ddpSteps(2, 1024, 20.0);
+  ev.push_back(event(1, 1, "send", "p2p", 1500, 10, {{"sends", "0:8"}, {"tag", "0"}}));
+  writeTrace(path, ev);
+  EXPECT_THROW(readTimeline(path, {}), ConfigError);
+  std::remove(path.c_str());
+}
+
 TEST(SimReplay, BadTimelinesAreErrorsNamingTheFile) {
   const auto path = tempPath("bad");
   std::ofstream(path) << "{\"traceEvents\": 3}";

@@ -14,6 +14,7 @@
 //   may be used from other threads.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -157,7 +158,8 @@ class Communicator {
   // communicator (arg "ranks") when those differ from their own. Point-to-point calls are events
   // of category "p2p" named after the call (send, recv, exchange, isend, irecv, and a request's
   // "wait"), with "sends"/"recvs" as "peer:bytes,..." in root ranks, "tag", and a posted
-  // request's id ("req") on its post and its wait. recvAny() is not recorded.
+  // request's id ("req") on its post and its wait, and the communicator ("comm": its store
+  // prefix). recvAny() is recorded as "recv_any", which the simulator does not replay.
   void setTrace(Trace* trace) { trace_ = trace; }
 
   // Phase label for the traffic meter (e.g. "grad", "sync").
@@ -198,7 +200,7 @@ class Communicator {
   std::vector<int> node_of_;
   std::unique_ptr<ShmDomain> shm_;
   Trace* trace_ = nullptr;
-  uint64_t p2p_requests_ = 0;  // posted requests so far: their ids on the timeline
+  std::atomic<uint64_t> p2p_requests_{0};  // posted requests so far: their ids on the timeline
   std::vector<int> world_ranks_;  // this communicator's ranks in the root one (split); empty: the same
 };
 

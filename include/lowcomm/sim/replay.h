@@ -38,10 +38,11 @@ struct CallSpec {
   std::vector<int> ranks;           // members (root-communicator ranks); empty = every rank
   std::vector<uint64_t> rank_bytes; // allgatherv: each member's bytes
   // Point-to-point: (peer as a root rank, bytes) of each message sent and received, the tag,
-  // and a posted request's id (isend, irecv, wait).
+  // the communicator it ran on (its id on the timeline), and a posted request's id (isend,
+  // irecv, wait).
   std::vector<std::pair<int, uint64_t>> sends, recvs;
   uint32_t tag = 0;
-  std::string req;
+  std::string comm, req;
   bool p2p() const {
     return op == "send" || op == "recv" || op == "exchange" || op == "isend" || op == "irecv" || op == "wait";
   }
