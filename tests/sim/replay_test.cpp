@@ -37,6 +37,16 @@ PlatformSpec star(int nodes, double gbit) {
   return p;
 }
 
+// Every rank's recorded trace written as one timeline at `path`, read back as programs.
+std::vector<RankProgram> readTraces(const std::string& path, const std::vector<Trace>& traces) {
+  nlohmann::json ev = nlohmann::json::array();
+  for (size_t r = 0; r < traces.size(); ++r)
+    for (const auto& e : traces[r].events())
+      ev.push_back(event(static_cast<int>(r), e.lane, e.name, e.cat, e.start_us, e.dur_us, e.args));
+  writeTrace(path, ev);
+  return readTimeline(path, {});
+}
+
 }  // namespace
 
 TEST(SimReplay, ReadsADdpStepIntoComputeLaunchWaitAndBucketCalls) {
@@ -125,12 +135,8 @@ TEST(SimReplay, ReplayedBytesEqualTheMeteredBytesOfARealRun) {
     messages[r] = snap.total.messages_sent;
     c.setTrace(nullptr);
   });
-  nlohmann::json ev = nlohmann::json::array();
-  for (int r = 0; r < n; ++r)
-    for (const auto& e : traces[r].events()) ev.push_back(event(r, e.lane, e.name, e.cat, e.start_us, e.dur_us, e.args));
   const auto path = tempPath("real");
-  writeTrace(path, ev);
-  const auto progs = readTimeline(path, {});
+  const auto progs = readTraces(path, traces);
   ASSERT_EQ(progs[0].calls.size(), 15u);
   EXPECT_EQ(progs[2].calls[1].ranks, (std::vector<int>{0, 2}));
   EXPECT_EQ(progs[1].calls[2].ranks, (std::vector<int>{0, 1}));
@@ -182,12 +188,8 @@ TEST(SimReplay, PointToPointCallsReplayWithTheMeteredBytes) {
     messages[r] = snap.total.messages_sent;
     c.setTrace(nullptr);
   });
-  nlohmann::json ev = nlohmann::json::array();
-  for (int r = 0; r < n; ++r)
-    for (const auto& e : traces[r].events()) ev.push_back(event(r, e.lane, e.name, e.cat, e.start_us, e.dur_us, e.args));
   const auto path = tempPath("p2p");
-  writeTrace(path, ev);
-  const auto progs = readTimeline(path, {});
+  const auto progs = readTraces(path, traces);
   ASSERT_EQ(progs[0].calls.size(), 18u);  // 6 per step: send, exchange, isend, recv, wait, allreduce
   const auto& c0 = progs[0].calls;
   EXPECT_EQ(c0[0].op, "send");
