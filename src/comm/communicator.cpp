@@ -420,7 +420,6 @@ std::unique_ptr<Communicator::Request> Communicator::irecv(void* buf, size_t byt
   return std::make_unique<Request>(std::move(impl));
 }
 
-
 void Communicator::exchange(const std::vector<P2P>& sends, const std::vector<P2P>& recvs, uint32_t tag) {
   auto check = [&](const std::vector<P2P>& msgs, const char* what) {
     std::vector<bool> seen(size_, false);
