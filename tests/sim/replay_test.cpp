@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +36,31 @@ PlatformSpec star(int nodes, double gbit) {
   p.reduce_Bps = 1e15;
   p.notice_bytes = 0;
   return p;
+}
+
+// Real communicators (ranks as threads, no shared memory) with a trace each run `body` (given
+// the rank's trace), which
+// resets the meter once its splits are made; what each rank's meter counted afterwards.
+struct MeteredRun {
+  std::vector<Trace> traces;
+  std::vector<uint64_t> sent, messages;
+};
+
+MeteredRun runTraced(int n, const std::function<void(comm::Communicator&, int, Trace&)>& body) {
+  comm::CommOptions opts;
+  opts.shm = comm::ShmMode::off;
+  auto comms = test::makeComms(n, opts);
+  MeteredRun run{std::vector<Trace>(n), std::vector<uint64_t>(n), std::vector<uint64_t>(n)};
+  test::onRanks(n, [&](int r) {
+    auto& c = *comms[r];
+    c.setTrace(&run.traces[r]);
+    body(c, r, run.traces[r]);
+    const auto snap = c.meter().snapshot();
+    run.sent[r] = snap.total.bytes_sent;
+    run.messages[r] = snap.total.messages_sent;
+    c.setTrace(nullptr);
+  });
+  return run;
 }
 
 // Every rank's recorded trace written as one timeline at `path`, read back as programs.
@@ -107,19 +133,12 @@ TEST(SimReplay, AStepIsComputeThenTheExposedAllreduce) {
 // traffic meter counted, for the calls of the world and of a split.
 TEST(SimReplay, ReplayedBytesEqualTheMeteredBytesOfARealRun) {
   const int n = 4;
-  comm::CommOptions opts;
-  opts.shm = comm::ShmMode::off;
-  auto comms = test::makeComms(n, opts);
-  std::vector<Trace> traces(n);
-  std::vector<uint64_t> sent(n), messages(n);
-  test::onRanks(n, [&](int r) {
-    auto& c = *comms[r];
-    c.setTrace(&traces[r]);
+  const auto run = runTraced(n, [&](comm::Communicator& c, int r, Trace& trace) {
     auto half = c.split(r % 2, r);  // {0, 2} and {1, 3}: ranks differ from the root's
     auto pair = c.split(r / 2, r);  // {0, 1}: the root's first ranks, still not all of them
     c.meter().reset();
     for (int step = 0; step < 3; ++step) {
-      TraceScope span(&traces[r], "ddp", "phase", 2);
+      TraceScope span(&trace, "ddp", "phase", 2);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       std::vector<float> g(300000, 1.0f);
       c.allreduce(g.data(), g.size(), comm::DType::f32, comm::ReduceOp::sum);
@@ -130,21 +149,17 @@ TEST(SimReplay, ReplayedBytesEqualTheMeteredBytesOfARealRun) {
       c.allgatherv(mine.data(), counts[r], all.data(), counts, comm::DType::u8);
       c.broadcast(g.data(), 5000, comm::DType::f32, 1);
     }
-    const auto snap = c.meter().snapshot();
-    sent[r] = snap.total.bytes_sent;
-    messages[r] = snap.total.messages_sent;
-    c.setTrace(nullptr);
   });
   const auto path = tempPath("real");
-  const auto progs = readTraces(path, traces);
+  const auto progs = readTraces(path, run.traces);
   ASSERT_EQ(progs[0].calls.size(), 15u);
   EXPECT_EQ(progs[2].calls[1].ranks, (std::vector<int>{0, 2}));
   EXPECT_EQ(progs[1].calls[2].ranks, (std::vector<int>{0, 1}));
   const auto r = replay(star(n, 1.0), progs);
   EXPECT_EQ(r.calls, 60u);
   for (int k = 0; k < n; ++k) {
-    EXPECT_EQ(r.bytes_sent[k], sent[k]) << "rank " << k;
-    EXPECT_EQ(r.messages_sent[k], messages[k]) << "rank " << k;
+    EXPECT_EQ(r.bytes_sent[k], run.sent[k]) << "rank " << k;
+    EXPECT_EQ(r.messages_sent[k], run.messages[k]) << "rank " << k;
   }
   std::remove(path.c_str());
 }
@@ -153,19 +168,12 @@ TEST(SimReplay, ReplayedBytesEqualTheMeteredBytesOfARealRun) {
 // split: recorded with root ranks, replayed with the meter's bytes and messages per rank.
 TEST(SimReplay, PointToPointCallsReplayWithTheMeteredBytes) {
   const int n = 4;
-  comm::CommOptions opts;
-  opts.shm = comm::ShmMode::off;
-  auto comms = test::makeComms(n, opts);
-  std::vector<Trace> traces(n);
-  std::vector<uint64_t> sent(n), messages(n);
-  test::onRanks(n, [&](int r) {
-    auto& c = *comms[r];
-    c.setTrace(&traces[r]);
+  const auto run = runTraced(n, [&](comm::Communicator& c, int r, Trace& trace) {
     auto pp = c.split(r % 2, r);  // {0, 2} and {1, 3}: stage 0 and stage 1 of two pipelines
     const int stage = pp->rank();
     c.meter().reset();
     for (int step = 0; step < 3; ++step) {
-      TraceScope span(&traces[r], "pp", "phase", 2);
+      TraceScope span(&trace, "pp", "phase", 2);
       std::vector<float> act(50000 + 1000 * (r % 2), 1.0f), grad(act.size());  // per pipeline
       const size_t bytes = act.size() * 4;
       if (stage == 0) {
@@ -183,13 +191,9 @@ TEST(SimReplay, PointToPointCallsReplayWithTheMeteredBytes) {
       }
       c.allreduce(act.data(), 1000, comm::DType::f32, comm::ReduceOp::sum);
     }
-    const auto snap = c.meter().snapshot();
-    sent[r] = snap.total.bytes_sent;
-    messages[r] = snap.total.messages_sent;
-    c.setTrace(nullptr);
   });
   const auto path = tempPath("p2p");
-  const auto progs = readTraces(path, traces);
+  const auto progs = readTraces(path, run.traces);
   ASSERT_EQ(progs[0].calls.size(), 18u);  // 6 per step: send, exchange, isend, recv, wait, allreduce
   const auto& c0 = progs[0].calls;
   EXPECT_EQ(c0[0].op, "send");
@@ -206,8 +210,8 @@ TEST(SimReplay, PointToPointCallsReplayWithTheMeteredBytes) {
   EXPECT_EQ(progs[3].calls[0].recvs[0].first, 1);
   const auto r = replay(star(n, 1.0), progs);
   for (int k = 0; k < n; ++k) {
-    EXPECT_EQ(r.bytes_sent[k], sent[k]) << "rank " << k;
-    EXPECT_EQ(r.messages_sent[k], messages[k]) << "rank " << k;
+    EXPECT_EQ(r.bytes_sent[k], run.sent[k]) << "rank " << k;
+    EXPECT_EQ(r.messages_sent[k], run.messages[k]) << "rank " << k;
   }
   std::remove(path.c_str());
 }
