@@ -44,6 +44,7 @@ sim::PlatformSpec platformFor(const std::string& setting, const std::vector<std:
   p.nodes = parsed.nodes;
   p.ppn = parsed.ppn;
   p.link_Bps = parsed.link_Bps;
+  p.link_burst_bytes = parsed.link_burst_bytes;
   sim::validate(p);
   return p;
 }

@@ -183,6 +183,7 @@ void saveCalibration(const std::string& path, const std::string& setting, const 
                             {"cores", c.platform.cores},
                             {"notice_bytes", c.platform.notice_bytes},
                             {"message_overhead_s", c.platform.message_overhead_s},
+                            {"link_burst_bytes", c.platform.link_burst_bytes},
                             {"call_overhead_s", c.platform.call_overhead_s},
                             {"mean_abs_error", c.mean_abs_error},
                             {"max_abs_error", c.max_abs_error},
@@ -221,6 +222,7 @@ PlatformSpec loadCalibration(const std::string& path) {
   // Files written before these existed: the defaults.
   if (j.contains("notice_bytes")) num("notice_bytes", p.notice_bytes);
   if (j.contains("message_overhead_s")) num("message_overhead_s", p.message_overhead_s);
+  if (j.contains("link_burst_bytes")) num("link_burst_bytes", p.link_burst_bytes);
   if (j.contains("call_overhead_s")) {
     if (!j["call_overhead_s"].is_object())
       throw ConfigError("calibration '" + path + "': 'call_overhead_s' is not an object of \"op/algo\": seconds");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <regex>
 #include <utility>
 #include <vector>
@@ -27,6 +28,8 @@ double parseRate(const std::string& rate) {
   return bits;
 }
 
+double emulatedBurstBytes(double link_Bps) { return std::max(std::floor(link_Bps / 250), 131072.0); }
+
 PlatformSpec parseSetting(const std::string& setting) {
   static const std::regex re(R"((\d+)x(\d+)@(.+))");
   std::smatch m;
@@ -36,6 +39,7 @@ PlatformSpec parseSetting(const std::string& setting) {
   p.nodes = std::stoi(m[1]);
   p.ppn = std::stoi(m[2]);
   p.link_Bps = parseRate(m[3]) / 8;
+  p.link_burst_bytes = emulatedBurstBytes(p.link_Bps);
   validate(p);
   return p;
 }
@@ -65,6 +69,9 @@ void validate(const PlatformSpec& p) {
   if (p.link_latency_s < 0 || p.loopback_latency_s < 0) bad("latency", "must not be negative");
   if (!(p.notice_bytes >= 0)) bad("notice_bytes", "must not be negative");
   if (!(p.message_overhead_s >= 0)) bad("message_overhead_s", "must not be negative");
+  if (!(p.link_burst_bytes >= 0)) bad("link_burst_bytes", "must not be negative");
+  if (p.link_burst_bytes > 0 && p.topology != "star")
+    bad("link_burst_bytes", "models the emulated cluster's shaped links (a star), not '" + p.topology + "'");
   if (p.in_network_aggregation) {
     if (p.topology != "star")
       bad("in_network_aggregation", "is simulated on a star (one switch, SwitchML's rack), not on '" + p.topology + "'");

@@ -1,5 +1,6 @@
 #include "sim_exchange.h"
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -23,10 +24,38 @@ SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> no
       world_(static_cast<int>(host_of_rank.size())),
       notice_bytes_(p.notice_bytes),
       message_overhead_s_(p.message_overhead_s),
+      burst_bytes_(p.link_burst_bytes),
+      burst_Bps_(p.link_Bps),
       call_overhead_s_(p.call_overhead_s),
       host_of_(std::move(host_of_rank)),
       node_of_(std::move(node_of)) {
   for (int r = 0; r < world_; ++r) leaf_of_.push_back(p.leafOfRank(r));
+  if (burst_bytes_ > 0) {
+    const int nodes = node_of_.empty() ? 0 : *std::max_element(node_of_.begin(), node_of_.end()) + 1;
+    out_.resize(nodes);
+    in_.resize(nodes);
+  }
+}
+
+double SimNetwork::takeBurst(int a, int b, double bytes) {
+  const double now = sg4::Engine::get_clock();
+  auto refill = [&](Bucket& k) {
+    if (k.busy == 0) k.tokens = std::min(burst_bytes_, k.tokens + (now - k.since) * burst_Bps_);
+    k.since = now;
+    ++k.busy;
+  };
+  refill(out_[a]);
+  refill(in_[b]);
+  const double free = std::min({bytes, out_[a].tokens, in_[b].tokens});
+  out_[a].tokens -= free;
+  in_[b].tokens -= free;
+  return free;
+}
+
+void SimNetwork::burstDone(int a, int b) {
+  const double now = sg4::Engine::get_clock();
+  for (Bucket* k : {&out_[a], &in_[b]})
+    if (--k->busy == 0) k->since = now;
 }
 
 // SimGrid gives every actor a stack of its own (one memory mapping each): past the kernel's
@@ -117,10 +146,14 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
     p.queue.erase(ready);
     p.posted.erase(p.posted.find(msg.slot));
     if (message_overhead_s_ > 0) sg4::this_actor::sleep_for(message_overhead_s_);
+    const bool shaped = burst_bytes_ > 0 && !sameNode(src, dst);
+    uint64_t rated = msg.bytes;  // what crosses at the links' rate
+    if (shaped) rated -= static_cast<uint64_t>(takeBurst(node_of_[src], node_of_[dst], static_cast<double>(msg.bytes)));
     // The payload pointer carries the slot (+ 1: SimGrid refuses a null payload), so the receiver
     // can check it got the message it expects.
     mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f)
-        ->put(reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot + 1)), msg.bytes);
+        ->put(reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot + 1)), rated);
+    if (shaped) burstDone(node_of_[src], node_of_[dst]);
     msg.done->release();
   }
 }

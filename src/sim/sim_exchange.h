@@ -29,6 +29,11 @@ class InaFabric;
 // posted first goes first. A daemon "sender" actor per pair, on the sender's host, does that; a
 // daemon "notifier" on the receiver's host carries the receiver's notices to it (Gloo's
 // NOTIFY_RECV_READY), one after another.
+//
+// With PlatformSpec::link_burst_bytes (the emulated cluster's tbf), each node's way out and way
+// in is a token bucket: a message between nodes first passes what both its buckets hold at once
+// and the rest at the links' rate. A bucket refills at the link's nominal rate while no message
+// of this network crosses its link, and starts empty.
 class SimNetwork {
  public:
   // Takes the notice size and the per-message overhead from `p` (PlatformSpec::notice_bytes,
@@ -72,7 +77,16 @@ class SimNetwork {
     std::deque<uint64_t> notices;    // receives posted, their notice not yet at the sender
     simgrid::s4u::SemaphorePtr notice_events;
   };
+  struct Bucket {
+    double tokens = 0;  // bytes that may pass at once
+    double since = 0;   // when it was last brought up to date
+    int busy = 0;       // messages crossing the link now
+  };
   Pair& pair(int src, int dst);
+  // The bytes of a message from node `a` to node `b` that its links' buckets let through at
+  // once (both buckets lose them; both links count as busy until burstDone).
+  double takeBurst(int a, int b, double bytes);
+  void burstDone(int a, int b);
   void checkActorBudget(int more);
   void sender(int src, int dst, Pair& p);
   void notifier(int src, int dst, Pair& p);
@@ -80,6 +94,8 @@ class SimNetwork {
   int world_;
   long actors_ = 0, map_limit_ = 0;  // daemon actors made so far; vm.max_map_count (-1: unknown)
   double notice_bytes_, message_overhead_s_;
+  double burst_bytes_, burst_Bps_;
+  std::vector<Bucket> out_, in_;  // per node: its way out to the switch, its way in
   std::map<std::string, double> call_overhead_s_;
   std::vector<simgrid::s4u::Host*> host_of_;
   std::vector<int> node_of_, leaf_of_;

@@ -248,6 +248,45 @@ TEST(SimReplay, ARecvWaitsForTheSendersComputeAndTheTransfer) {
   std::remove(path.c_str());
 }
 
+// On the emulated cluster's shaped links (PlatformSpec::link_burst_bytes), a message after an
+// idle spell passes its link's burst at once; one right behind it finds the bucket empty.
+TEST(SimReplay, AShapedLinkPassesItsBurstAfterAnIdleSpellOnly) {
+  const uint64_t bytes = 1 << 20, burst = 256 << 10;
+  const std::string b = std::to_string(bytes);
+  nlohmann::json ev = nlohmann::json::array();
+  const double t = 1000;
+  ev.push_back(event(0, 0, "forward", "compute", t, 20000));  // 20 ms at 1 Gbit/s refill 2.5 MB
+  ev.push_back(event(0, 0, "send", "p2p", t + 20000, 100, {{"sends", "1:" + b}, {"recvs", ""}, {"tag", "0"}}));
+  ev.push_back(event(0, 0, "send", "p2p", t + 20100, 100, {{"sends", "1:" + b}, {"recvs", ""}, {"tag", "0"}}));
+  ev.push_back(event(0, 2, "pp", "phase", t, 20200));
+  ev.push_back(event(1, 0, "recv", "p2p", t, 5000, {{"sends", ""}, {"recvs", "0:" + b}, {"tag", "0"}}));
+  ev.push_back(event(1, 0, "recv", "p2p", t + 5000, 5000, {{"sends", ""}, {"recvs", "0:" + b}, {"tag", "0"}}));
+  ev.push_back(event(1, 2, "pp", "phase", t, 10000));
+  const auto path = tempPath("p2p_burst");
+  writeTrace(path, ev);
+  const auto plain = star(2, 1.0);
+  auto transfer = [&](uint64_t n) {  // one message of n bytes between the 2 nodes, plain links
+    CollectiveSpec one;
+    one.op = "broadcast";
+    one.bytes = n;
+    return simulateCollective(plain, one).time_s;
+  };
+  auto shaped = plain;
+  shaped.link_burst_bytes = static_cast<double>(burst);
+  const auto with = replay(shaped, readTimeline(path, {}));
+  const auto without = replay(plain, readTimeline(path, {}));
+  EXPECT_NEAR(without.predicted_step_by_rank[1], 0.020 + 2 * transfer(bytes), 2e-4);
+  EXPECT_NEAR(with.predicted_step_by_rank[1], 0.020 + transfer(bytes - burst) + transfer(bytes), 2e-4);
+  EXPECT_GT(transfer(bytes) - transfer(bytes - burst), 0.0019);  // 256 KiB at 1 Gbit/s: 2.1 ms
+  EXPECT_EQ(with.bytes_sent[0], 2 * bytes);  // the burst is timing, not fewer bytes
+  // tools/cluster's burst: 4 ms of traffic, at least 128 KiB; only the star is shaped.
+  EXPECT_EQ(parseSetting("2x1@100mbit").link_burst_bytes, 131072.0);
+  EXPECT_EQ(parseSetting("2x1@1gbit").link_burst_bytes, 500000.0);
+  shaped.topology = "fat-tree";
+  EXPECT_THROW(validate(shaped), ConfigError);
+  std::remove(path.c_str());
+}
+
 // Messages of different tags (also tags 16 apart) and of different communicators between the
 // same two ranks are matched apart, whatever order the receiver takes them in.
 TEST(SimReplay, TagsAndCommunicatorsKeepTheirMessagesApart) {

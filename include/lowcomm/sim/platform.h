@@ -45,6 +45,10 @@ struct PlatformSpec {
   // message: system calls, Gloo's event loop, scheduling when the cores are oversubscribed).
   // Calibrated from a training run's timeline (simulate calibrate --timeline).
   double message_overhead_s = 0;
+  // Token-bucket shaped host links (the emulated cluster's `tbf`, tools/cluster): a link that
+  // has been idle lets up to this many bytes through at once before its rate applies; its bucket
+  // refills at link_Bps while nothing crosses it and starts empty. Star only; 0: plain links.
+  double link_burst_bytes = 0;
   // Host time per collective call, by "op/algo" as the simulator runs it ("allreduce/ring",
   // "allreduce/hier", "allgatherv/ring", ...): every rank waits this long before the call's first
   // message. What the links cannot explain, e.g. a per-call floor of several processes sharing
@@ -68,8 +72,13 @@ struct PlatformSpec {
 };
 
 // "NxP@RATE" as bench/e2e and tools/cluster write it (4x1@100mbit, 2x2@1gbit; RATE in bit,
-// kbit, mbit or gbit per second). Throws ConfigError naming the setting.
+// kbit, mbit or gbit per second), with tools/cluster's tbf burst (emulatedBurstBytes). Throws
+// ConfigError naming the setting.
 PlatformSpec parseSetting(const std::string& setting);
+
+// The burst of tools/cluster's tbf at `link_Bps`: 4 ms of traffic, at least 128 KiB (one GSO
+// super-packet must fit).
+double emulatedBurstBytes(double link_Bps);
 
 // Bits per second from "100mbit", "1gbit", "25gbit", "500kbit", "1000bit". Throws ConfigError.
 double parseRate(const std::string& rate);
