@@ -79,11 +79,12 @@ int simulateCollectives(int argc, char** argv) {
   p.ppn = parsed.ppn;
   p.link_Bps = parsed.link_Bps;
   p.link_burst_bytes = parsed.link_burst_bytes;
+  p.link_queue_s = parsed.link_queue_s;
   if (topology != "star" && topology != "rail")
     throw ConfigError("--topology '" + topology + "': simulate collectives runs on star or rail (fat-tree and torus: "
                       "simulate predict)");
   p.topology = topology;
-  if (topology != "star") p.link_burst_bytes = 0;  // the emulated cluster's tbf shapes a star
+  if (topology != "star") p.link_burst_bytes = p.link_queue_s = 0;  // the emulated cluster's tbf shapes a star
   sim::validate(p);
   const auto dt = comm::parseDType(dtype);
   const size_t es = comm::dtypeSize(dt);
@@ -173,6 +174,7 @@ int simulateCalibrate(int argc, char** argv) {
   p.ppn = parsed.ppn;
   p.link_Bps = parsed.link_Bps;
   p.link_burst_bytes = parsed.link_burst_bytes;
+  p.link_queue_s = parsed.link_queue_s;
   if (measured.empty() && timeline.empty()) throw ConfigError("simulate calibrate: give --measured, --timeline or both");
   if (call_overheads && !fit) throw ConfigError("simulate calibrate: --call-overheads fits; it does not go with --no-fit");
   if (!base.empty() && !measured.empty())
@@ -182,7 +184,7 @@ int simulateCalibrate(int argc, char** argv) {
   if (!base.empty()) {
     c.platform = sim::loadCalibration(base);
     c.platform.nodes = p.nodes, c.platform.ppn = p.ppn, c.platform.link_Bps = p.link_Bps;
-    c.platform.link_burst_bytes = p.link_burst_bytes;
+    c.platform.link_burst_bytes = p.link_burst_bytes, c.platform.link_queue_s = p.link_queue_s;
   }
   if (!measured.empty()) {
     const auto rows = sim::readMeasured(measured);

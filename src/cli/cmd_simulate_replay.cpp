@@ -45,6 +45,7 @@ sim::PlatformSpec platformFor(const std::string& setting, const std::vector<std:
   p.ppn = parsed.ppn;
   p.link_Bps = parsed.link_Bps;
   p.link_burst_bytes = parsed.link_burst_bytes;
+  p.link_queue_s = parsed.link_queue_s;
   sim::validate(p);
   return p;
 }

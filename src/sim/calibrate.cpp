@@ -184,6 +184,7 @@ void saveCalibration(const std::string& path, const std::string& setting, const 
                             {"notice_bytes", c.platform.notice_bytes},
                             {"message_overhead_s", c.platform.message_overhead_s},
                             {"link_burst_bytes", c.platform.link_burst_bytes},
+                            {"link_queue_s", c.platform.link_queue_s},
                             {"call_overhead_s", c.platform.call_overhead_s},
                             {"mean_abs_error", c.mean_abs_error},
                             {"max_abs_error", c.max_abs_error},
@@ -223,6 +224,7 @@ PlatformSpec loadCalibration(const std::string& path) {
   if (j.contains("notice_bytes")) num("notice_bytes", p.notice_bytes);
   if (j.contains("message_overhead_s")) num("message_overhead_s", p.message_overhead_s);
   if (j.contains("link_burst_bytes")) num("link_burst_bytes", p.link_burst_bytes);
+  if (j.contains("link_queue_s")) num("link_queue_s", p.link_queue_s);
   if (j.contains("call_overhead_s")) {
     if (!j["call_overhead_s"].is_object())
       throw ConfigError("calibration '" + path + "': 'call_overhead_s' is not an object of \"op/algo\": seconds");

@@ -40,6 +40,7 @@ PlatformSpec parseSetting(const std::string& setting) {
   p.ppn = std::stoi(m[2]);
   p.link_Bps = parseRate(m[3]) / 8;
   p.link_burst_bytes = emulatedBurstBytes(p.link_Bps);
+  p.link_queue_s = kEmulatedQueueS;
   validate(p);
   return p;
 }
@@ -72,6 +73,9 @@ void validate(const PlatformSpec& p) {
   if (!(p.link_burst_bytes >= 0)) bad("link_burst_bytes", "must not be negative");
   if (p.link_burst_bytes > 0 && p.topology != "star")
     bad("link_burst_bytes", "models the emulated cluster's shaped links (a star), not '" + p.topology + "'");
+  if (!(p.link_queue_s >= 0)) bad("link_queue_s", "must not be negative");
+  if (p.link_queue_s > 0 && p.topology != "star")
+    bad("link_queue_s", "models the emulated cluster's shaped links (a star), not '" + p.topology + "'");
   if (p.in_network_aggregation) {
     if (p.topology != "star")
       bad("in_network_aggregation", "is simulated on a star (one switch, SwitchML's rack), not on '" + p.topology + "'");

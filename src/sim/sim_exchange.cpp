@@ -26,11 +26,13 @@ SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> no
       message_overhead_s_(p.message_overhead_s),
       burst_bytes_(p.link_burst_bytes),
       burst_Bps_(p.link_Bps),
+      queue_s_(p.link_queue_s),
+      queue_Bps_(p.link_Bps * p.bandwidth_factor),
       call_overhead_s_(p.call_overhead_s),
       host_of_(std::move(host_of_rank)),
       node_of_(std::move(node_of)) {
   for (int r = 0; r < world_; ++r) leaf_of_.push_back(p.leafOfRank(r));
-  if (burst_bytes_ > 0) {
+  if (burst_bytes_ > 0 || queue_s_ > 0) {
     const int nodes = node_of_.empty() ? 0 : *std::max_element(node_of_.begin(), node_of_.end()) + 1;
     out_.resize(nodes);
     in_.resize(nodes);
@@ -50,6 +52,15 @@ double SimNetwork::takeBurst(int a, int b, double bytes) {
   out_[a].tokens -= free;
   in_[b].tokens -= free;
   return free;
+}
+
+double SimNetwork::queueWait(int a, int b) const {
+  auto queued = [&](const Bucket& k) {
+    double bytes = 0;
+    for (const auto& c : k.crossing) bytes += c->get_remaining();
+    return std::min(bytes / queue_Bps_, queue_s_);
+  };
+  return std::max(queued(out_[a]), queued(in_[b]));
 }
 
 void SimNetwork::burstDone(int a, int b) {
@@ -117,7 +128,11 @@ void SimNetwork::posted(int src, int dst, uint64_t slot) {
     p.events->release();
     return;
   }
-  p.notices.push_back(slot);
+  // A notice joins its links' queues when it is posted, behind what they hold then.
+  double leaves = sg4::Engine::get_clock();
+  if (queue_s_ > 0 && !sameNode(src, dst)) leaves += queueWait(node_of_[dst], node_of_[src]);
+  if (!p.notices.empty()) leaves = std::max(leaves, p.notices.back().second);  // FIFO
+  p.notices.emplace_back(slot, leaves);
   p.notice_events->release();
 }
 
@@ -125,8 +140,9 @@ void SimNetwork::posted(int src, int dst, uint64_t slot) {
 void SimNetwork::notifier(int src, int dst, Pair& p) {
   for (;;) {
     p.notice_events->acquire();
-    const uint64_t slot = p.notices.front();
+    const auto [slot, leaves] = p.notices.front();
     p.notices.pop_front();
+    if (leaves > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(leaves);
     sg4::Comm::sendto(host_of_[dst], host_of_[src], static_cast<uint64_t>(notice_bytes_));
     p.posted.insert(slot);
     p.events->release();
@@ -146,14 +162,24 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
     p.queue.erase(ready);
     p.posted.erase(p.posted.find(msg.slot));
     if (message_overhead_s_ > 0) sg4::this_actor::sleep_for(message_overhead_s_);
-    const bool shaped = burst_bytes_ > 0 && !sameNode(src, dst);
+    const bool shaped = (burst_bytes_ > 0 || queue_s_ > 0) && !sameNode(src, dst);
+    const int a = node_of_[src], b = node_of_[dst];
     uint64_t rated = msg.bytes;  // what crosses at the links' rate
-    if (shaped) rated -= static_cast<uint64_t>(takeBurst(node_of_[src], node_of_[dst], static_cast<double>(msg.bytes)));
+    if (shaped) rated -= static_cast<uint64_t>(takeBurst(a, b, static_cast<double>(msg.bytes)));
     // The payload pointer carries the slot (+ 1: SimGrid refuses a null payload), so the receiver
     // can check it got the message it expects.
-    mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f)
-        ->put(reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot + 1)), rated);
-    if (shaped) burstDone(node_of_[src], node_of_[dst]);
+    auto comm = mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f)
+                    ->put_async(reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot + 1)), rated);
+    if (shaped && queue_s_ > 0) {
+      const auto out = out_[a].crossing.insert(out_[a].crossing.end(), comm);
+      const auto in = in_[b].crossing.insert(in_[b].crossing.end(), comm);
+      comm->wait();
+      out_[a].crossing.erase(out);
+      in_[b].crossing.erase(in);
+    } else {
+      comm->wait();
+    }
+    if (shaped) burstDone(a, b);
     msg.done->release();
   }
 }

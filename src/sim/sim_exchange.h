@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <memory>
 #include <set>
 #include <unordered_map>
@@ -33,7 +34,9 @@ class InaFabric;
 // With PlatformSpec::link_burst_bytes (the emulated cluster's tbf), each node's way out and way
 // in is a token bucket: a message between nodes first passes what both its buckets hold at once
 // and the rest at the links' rate. A bucket refills at the link's nominal rate while no message
-// of this network crosses its link, and starts empty.
+// of this network crosses its link, and starts empty. With PlatformSpec::link_queue_s, those
+// links are FIFO queues too: a notice waits behind what the messages crossing its way have left
+// to send (TCP keeps a shaped link's queue full), at most the queue's length.
 class SimNetwork {
  public:
   // Takes the notice size and the per-message overhead from `p` (PlatformSpec::notice_bytes,
@@ -74,19 +77,24 @@ class SimNetwork {
     std::deque<Pending> queue;
     std::multiset<uint64_t> posted;  // receives the sender knows of
     simgrid::s4u::SemaphorePtr events;
-    std::deque<uint64_t> notices;    // receives posted, their notice not yet at the sender
+    // Receives posted, their notice not yet at the sender: the slot and when the notice leaves
+    // the links' queues (link_queue_s; the post's time otherwise).
+    std::deque<std::pair<uint64_t, double>> notices;
     simgrid::s4u::SemaphorePtr notice_events;
   };
   struct Bucket {
     double tokens = 0;  // bytes that may pass at once
     double since = 0;   // when it was last brought up to date
     int busy = 0;       // messages crossing the link now
+    std::list<simgrid::s4u::CommPtr> crossing;  // those messages (link_queue_s)
   };
   Pair& pair(int src, int dst);
   // The bytes of a message from node `a` to node `b` that its links' buckets let through at
   // once (both buckets lose them; both links count as busy until burstDone).
   double takeBurst(int a, int b, double bytes);
   void burstDone(int a, int b);
+  // How long a notice from node `a` to node `b` waits in the links' queues.
+  double queueWait(int a, int b) const;
   void checkActorBudget(int more);
   void sender(int src, int dst, Pair& p);
   void notifier(int src, int dst, Pair& p);
@@ -94,7 +102,7 @@ class SimNetwork {
   int world_;
   long actors_ = 0, map_limit_ = 0;  // daemon actors made so far; vm.max_map_count (-1: unknown)
   double notice_bytes_, message_overhead_s_;
-  double burst_bytes_, burst_Bps_;
+  double burst_bytes_, burst_Bps_, queue_s_, queue_Bps_;
   std::vector<Bucket> out_, in_;  // per node: its way out to the switch, its way in
   std::map<std::string, double> call_overhead_s_;
   std::vector<simgrid::s4u::Host*> host_of_;

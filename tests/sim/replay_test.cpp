@@ -287,6 +287,41 @@ TEST(SimReplay, AShapedLinkPassesItsBurstAfterAnIdleSpellOnly) {
   std::remove(path.c_str());
 }
 
+// On the emulated cluster's links (PlatformSpec::link_queue_s) a receiver's notice waits in its
+// link's FIFO queue behind the data that link is sending, at most the queue's length.
+TEST(SimReplay, ANoticeWaitsBehindTheDataItsLinkIsSending) {
+  const uint64_t bytes = 1 << 20;
+  const std::string b = std::to_string(bytes);
+  nlohmann::json ev = nlohmann::json::array();
+  const double t = 1000;
+  ev.push_back(event(0, 0, "exchange", "p2p", t, 100, {{"sends", "1:" + b}, {"recvs", "1:" + b}, {"tag", "0"}}));
+  ev.push_back(event(0, 2, "pp", "phase", t, 100));
+  // Rank 1's own message is on its way out when it posts the receive of rank 0's.
+  ev.push_back(event(1, 0, "isend", "p2p", t, 10, {{"sends", "0:" + b}, {"recvs", ""}, {"tag", "0"}, {"req", "r1"}}));
+  ev.push_back(event(1, 0, "forward", "compute", t + 10, 1000));
+  ev.push_back(event(1, 0, "recv", "p2p", t + 1010, 100, {{"sends", ""}, {"recvs", "0:" + b}, {"tag", "0"}}));
+  ev.push_back(event(1, 0, "wait", "p2p", t + 1110, 10, {{"req", "r1"}}));
+  ev.push_back(event(1, 2, "pp", "phase", t, 1120));
+  const auto path = tempPath("p2p_queue");
+  writeTrace(path, ev);
+  auto plain = star(2, 1.0);
+  plain.notice_bytes = 114;
+  CollectiveSpec one;
+  one.op = "broadcast";
+  one.bytes = bytes;
+  const double transfer = simulateCollective(plain, one).time_s;  // 8.4 ms at 1 Gbit/s (a notice, the data)
+  const double without = replay(plain, readTimeline(path, {})).predicted_step_by_rank[1];
+  auto queued = plain;
+  queued.link_queue_s = 0.05;  // longer than the message: the notice waits for all of it
+  const double behind = replay(queued, readTimeline(path, {})).predicted_step_by_rank[1];
+  queued.link_queue_s = 0.002;  // a short queue holds 2 ms of it
+  const double capped = replay(queued, readTimeline(path, {})).predicted_step_by_rank[1];
+  EXPECT_NEAR(without, 0.00101 + transfer, 3e-4);
+  EXPECT_NEAR(behind, 2 * transfer, 3e-4);
+  EXPECT_NEAR(capped, 0.00101 + 0.002 + transfer, 3e-4);
+  std::remove(path.c_str());
+}
+
 // Messages of different tags (also tags 16 apart) and of different communicators between the
 // same two ranks are matched apart, whatever order the receiver takes them in.
 TEST(SimReplay, TagsAndCommunicatorsKeepTheirMessagesApart) {

@@ -49,6 +49,10 @@ struct PlatformSpec {
   // has been idle lets up to this many bytes through at once before its rate applies; its bucket
   // refills at link_Bps while nothing crosses it and starts empty. Star only; 0: plain links.
   double link_burst_bytes = 0;
+  // The shaped links' FIFO queue, in seconds of traffic at the link's rate (tbf's latency). A
+  // rendezvous notice waits behind the data its link's queue holds (what the messages crossing it
+  // have left to send, at most this much), as tbf makes it wait. Star only; 0: no queue.
+  double link_queue_s = 0;
   // Host time per collective call, by "op/algo" as the simulator runs it ("allreduce/ring",
   // "allreduce/hier", "allgatherv/ring", ...): every rank waits this long before the call's first
   // message. What the links cannot explain, e.g. a per-call floor of several processes sharing
@@ -72,13 +76,14 @@ struct PlatformSpec {
 };
 
 // "NxP@RATE" as bench/e2e and tools/cluster write it (4x1@100mbit, 2x2@1gbit; RATE in bit,
-// kbit, mbit or gbit per second), with tools/cluster's tbf burst (emulatedBurstBytes). Throws
+// kbit, mbit or gbit per second), with tools/cluster's tbf burst and queue. Throws
 // ConfigError naming the setting.
 PlatformSpec parseSetting(const std::string& setting);
 
 // The burst of tools/cluster's tbf at `link_Bps`: 4 ms of traffic, at least 128 KiB (one GSO
-// super-packet must fit).
+// super-packet must fit). Its queue: 50 ms (kEmulatedQueueS).
 double emulatedBurstBytes(double link_Bps);
+constexpr double kEmulatedQueueS = 0.05;
 
 // Bits per second from "100mbit", "1gbit", "25gbit", "500kbit", "1000bit". Throws ConfigError.
 double parseRate(const std::string& rate);
