@@ -36,8 +36,16 @@ std::string calibrationFor(const std::string& setting, const std::vector<std::st
   return file;
 }
 
-// The setting's nodes, processes and rate on the calibrated (or default) links.
-sim::PlatformSpec platformFor(const std::string& setting, const std::vector<std::string>& calibrations) {
+// Where the links come from: `--calibration` values and whether the links are plain (no tbf).
+struct Links {
+  std::vector<std::string> calibration;
+  bool plain = false;
+};
+
+// The setting's nodes, processes and rate on the calibrated (or default) links, shaped as
+// tools/cluster shapes them (burst and queue) unless `links.plain`.
+sim::PlatformSpec platformFor(const std::string& setting, const Links& links) {
+  const auto& calibrations = links.calibration;
   const auto parsed = sim::parseSetting(setting);
   const std::string calibration = calibrationFor(setting, calibrations);
   sim::PlatformSpec p = calibration.empty() ? sim::PlatformSpec{} : sim::loadCalibration(calibration);
@@ -46,6 +54,7 @@ sim::PlatformSpec platformFor(const std::string& setting, const std::vector<std:
   p.link_Bps = parsed.link_Bps;
   p.link_burst_bytes = parsed.link_burst_bytes;
   p.link_queue_s = parsed.link_queue_s;
+  if (links.plain) p.link_burst_bytes = p.link_queue_s = 0;
   sim::validate(p);
   return p;
 }
@@ -74,27 +83,29 @@ void writeJson(const std::string& path, const nlohmann::json& j) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError("cannot write --json file '" + path + "'");
 }
 
-void addReplayOptions(CLI::App& app, sim::ReplayOptions& o, std::vector<std::string>& calibration) {
+void addReplayOptions(CLI::App& app, sim::ReplayOptions& o, Links& links) {
   app.add_option("--first-step", o.first_step, "the first step replayed (0-based)")->capture_default_str();
   app.add_option("--steps", o.steps, "how many steps (0 = all)")->capture_default_str();
-  app.add_option("--calibration", calibration,
+  app.add_option("--calibration", links.calibration,
                  "a `simulate calibrate` output (link rate factor, latency, hosts): FILE for every setting or "
                  "SETTING=FILE; repeatable");
+  app.add_flag("--plain-links", links.plain,
+               "links without the emulated cluster's tbf burst and queue (a real cluster's NICs)");
 }
 
 }  // namespace
 
 int simulateReplay(int argc, char** argv) {
   std::string timeline, setting, json;
-  std::vector<std::string> calibration;
+  Links links;
   sim::ReplayOptions o;
   CLI::App app{"Replay a training run's timeline (lowcomm train --timeline) on a simulated cluster"};
   app.add_option("--timeline", timeline, "Chrome trace written by lowcomm train --timeline")->required();
   app.add_option("--setting", setting, "NODESxPROCS@RATE, e.g. 4x1@1gbit")->required();
-  addReplayOptions(app, o, calibration);
+  addReplayOptions(app, o, links);
   app.add_option("--json", json, "write the result here");
   if (!parseArgs(app, argc, argv)) return 0;
-  const auto p = platformFor(setting, calibration);
+  const auto p = platformFor(setting, links);
   const auto programs = sim::readTimeline(timeline, o);
   const auto r = sim::replay(p, programs);
   std::printf("# %s, %d steps from step %d: %llu calls replayed%s\n", setting.c_str(), r.steps, o.first_step,
@@ -132,7 +143,7 @@ nlohmann::json readJsonFile(const fs::path& path) {
 
 // One bench/e2e row replayed: predicted against measured, or why it was not.
 nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const sim::ReplayOptions& o,
-                           const std::vector<std::string>& calibration, const WireModel& wm) {
+                           const Links& links, const WireModel& wm) {
   const std::string setting = row.at("setting"), strategy = row.at("strategy");
   nlohmann::json out = {{"setting", setting}, {"strategy", strategy}};
   const fs::path timeline = dir / setting / strategy / "timeline.json";
@@ -142,7 +153,7 @@ nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const
   };
   if (setting.rfind("local", 0) == 0) return skip("no cluster (shared memory is not simulated)");
   if (!fs::exists(timeline)) return skip("no timeline.json (rerun this bench/e2e row)");
-  const auto p = platformFor(setting, calibration);
+  const auto p = platformFor(setting, links);
   const auto programs = sim::readTimeline(timeline.string(), o);
   const auto r = sim::replay(p, programs);
   const double scale = static_cast<double>(row.at("steps").get<int>()) / std::max(1, r.steps);
@@ -196,7 +207,7 @@ void runShortE2e(const std::string& out, const std::string& settings) {
 
 int simulateValidate(int argc, char** argv) {
   std::string dir, json;
-  std::vector<std::string> calibration;
+  Links links;
   sim::ReplayOptions o;
   WireModel wm;
   CLI::App app{"Predict every cluster row of a bench/e2e output directory from its timeline and compare"};
@@ -204,7 +215,7 @@ int simulateValidate(int argc, char** argv) {
   app.add_option("dir", dir, "bench/e2e OUT_DIR (its runs must have timeline.json); none: run a shortened bench/e2e");
   app.add_option("--out", out, "without a directory: where the shortened bench/e2e writes")->capture_default_str();
   app.add_option("--settings", settings, "without a directory: bench/e2e --settings")->capture_default_str();
-  addReplayOptions(app, o, calibration);
+  addReplayOptions(app, o, links);
   app.add_option("--wire-per-byte", wm.per_byte, "wire bytes per payload byte besides the payload (headers, acks)")
       ->capture_default_str();
   app.add_option("--wire-per-message", wm.per_message, "wire bytes per message besides its payload")
@@ -224,7 +235,7 @@ int simulateValidate(int argc, char** argv) {
   for (const auto& row : e2e["rows"]) {
     nlohmann::json v;
     try {
-      v = validateRow(dir, row, o, calibration, wm);
+      v = validateRow(dir, row, o, links, wm);
     } catch (const Error& e) {  // one row's timeline that cannot be replayed: say so, go on
       v = {{"setting", row.value("setting", "?")}, {"strategy", row.value("strategy", "?")},
            {"skipped", std::string("failed: ") + e.what()}};

@@ -54,13 +54,10 @@ double SimNetwork::takeBurst(int a, int b, double bytes) {
   return free;
 }
 
-double SimNetwork::queueWait(int a, int b) const {
-  auto queued = [&](const Bucket& k) {
-    double bytes = 0;
-    for (const auto& c : k.crossing) bytes += c->get_remaining();
-    return std::min(bytes / queue_Bps_, queue_s_);
-  };
-  return std::max(queued(out_[a]), queued(in_[b]));
+double SimNetwork::queueWait(int a) const {
+  double bytes = 0;
+  for (const auto& c : out_[a].crossing) bytes += c->get_remaining();
+  return std::min(bytes / queue_Bps_, queue_s_);
 }
 
 void SimNetwork::burstDone(int a, int b) {
@@ -130,7 +127,7 @@ void SimNetwork::posted(int src, int dst, uint64_t slot) {
   }
   // A notice joins its links' queues when it is posted, behind what they hold then.
   double leaves = sg4::Engine::get_clock();
-  if (queue_s_ > 0 && !sameNode(src, dst)) leaves += queueWait(node_of_[dst], node_of_[src]);
+  if (queue_s_ > 0 && !sameNode(src, dst)) leaves += queueWait(node_of_[dst]);
   if (!p.notices.empty()) leaves = std::max(leaves, p.notices.back().second);  // FIFO
   p.notices.emplace_back(slot, leaves);
   p.notice_events->release();
@@ -165,7 +162,7 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
     const bool shaped = (burst_bytes_ > 0 || queue_s_ > 0) && !sameNode(src, dst);
     const int a = node_of_[src], b = node_of_[dst];
     uint64_t rated = msg.bytes;  // what crosses at the links' rate
-    if (shaped) rated -= static_cast<uint64_t>(takeBurst(a, b, static_cast<double>(msg.bytes)));
+    if (shaped) rated -= std::min(msg.bytes, static_cast<uint64_t>(takeBurst(a, b, static_cast<double>(msg.bytes))));
     // The payload pointer carries the slot (+ 1: SimGrid refuses a null payload), so the receiver
     // can check it got the message it expects.
     auto comm = mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f)

@@ -34,13 +34,16 @@ class InaFabric;
 // With PlatformSpec::link_burst_bytes (the emulated cluster's tbf), each node's way out and way
 // in is a token bucket: a message between nodes first passes what both its buckets hold at once
 // and the rest at the links' rate. A bucket refills at the link's nominal rate while no message
-// of this network crosses its link, and starts empty. With PlatformSpec::link_queue_s, those
+// of this network crosses its link (empty at time 0). With PlatformSpec::link_queue_s, those
 // links are FIFO queues too: a notice waits behind what the messages crossing its way have left
-// to send (TCP keeps a shaped link's queue full), at most the queue's length.
+// to send on its node's way out (TCP keeps a shaped link's queue full), at most the queue's
+// length. The switch's port to the peer holds no queue: what arrives there from one node comes at
+// the rate it leaves (several nodes sending to one, incast, would queue there; not modelled).
 class SimNetwork {
  public:
-  // Takes the notice size and the per-message overhead from `p` (PlatformSpec::notice_bytes,
-  // message_overhead_s).
+  // Takes from `p` the notice size, the per-message overhead and the shaped links' burst and
+  // queue (notice_bytes, message_overhead_s, link_burst_bytes, link_queue_s, at link_Bps and
+  // link_Bps x bandwidth_factor).
   SimNetwork(std::vector<simgrid::s4u::Host*> host_of_rank, std::vector<int> node_of, const PlatformSpec& p);
   // The mailbox of messages from `src` to `dst` in slot namespace `sub` (algorithms post the
   // messages of one namespace between two ranks in the same order on both sides: checked).
@@ -93,8 +96,8 @@ class SimNetwork {
   // once (both buckets lose them; both links count as busy until burstDone).
   double takeBurst(int a, int b, double bytes);
   void burstDone(int a, int b);
-  // How long a notice from node `a` to node `b` waits in the links' queues.
-  double queueWait(int a, int b) const;
+  // How long a notice leaving node `a` waits in its way out's queue.
+  double queueWait(int a) const;
   void checkActorBudget(int more);
   void sender(int src, int dst, Pair& p);
   void notifier(int src, int dst, Pair& p);

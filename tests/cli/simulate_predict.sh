@@ -19,7 +19,7 @@ cat "$tmp/ft.txt"
 "$LOWCOMM" simulate predict --timeline "$tmp/topk/timeline.json" --topology torus --nodes 9 --json "$tmp/torus.json" > /dev/null
 "$LOWCOMM" simulate predict --timeline "$tmp/topk/timeline.json" --topology star --nodes 2 --rate 1gbit --latency-us 50 \
   --algo recorded --json "$tmp/same.json" > /dev/null
-"$LOWCOMM" simulate replay --timeline "$tmp/topk/timeline.json" --setting 2x1@1gbit --first-step 1 --steps 3 \
+"$LOWCOMM" simulate replay --timeline "$tmp/topk/timeline.json" --setting 2x1@1gbit --plain-links --first-step 1 --steps 3 \
   --json "$tmp/replay.json" > /dev/null
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys

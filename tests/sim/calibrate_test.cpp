@@ -120,6 +120,8 @@ TEST(SimCalibrate, SavedPlatformLoadsBack) {
   EXPECT_DOUBLE_EQ(q.bandwidth_factor, 0.93);
   EXPECT_DOUBLE_EQ(q.link_latency_s, 42e-6);
   EXPECT_EQ(q.call_overhead_s, p.call_overhead_s);
+  EXPECT_DOUBLE_EQ(q.link_burst_bytes, 131072.0);  // tools/cluster's tbf at 100 Mbit/s
+  EXPECT_DOUBLE_EQ(q.link_queue_s, kEmulatedQueueS);
   write(path, R"({"nodes": 2})");
   EXPECT_THROW(loadCalibration(path), ConfigError);
   saveCalibration(path, "2x2@100mbit", c);

@@ -38,7 +38,8 @@ struct CollectiveResult {
 // Simulates one call. SimGrid keeps one engine per process, so the simulation runs in a child
 // process and its result comes back through a pipe. Throws ConfigError for bad input and
 // Error when the simulation fails (the child's message). The call runs as one of a back-to-back
-// series (bench collectives): PlatformSpec::link_burst_bytes does not apply.
+// series (bench collectives): PlatformSpec::link_burst_bytes does not apply (link_queue_s does;
+// a collective posts its receives before the data flows, so its notices rarely wait).
 CollectiveResult simulateCollective(const PlatformSpec& platform, const CollectiveSpec& spec);
 
 // The key of PlatformSpec::call_overhead_s the simulation of `spec` uses ("allreduce/ring";

@@ -47,11 +47,14 @@ struct PlatformSpec {
   double message_overhead_s = 0;
   // Token-bucket shaped host links (the emulated cluster's `tbf`, tools/cluster): a link that
   // has been idle lets up to this many bytes through at once before its rate applies; its bucket
-  // refills at link_Bps while nothing crosses it and starts empty. Star only; 0: plain links.
+  // refills at link_Bps while nothing crosses it (empty at time 0, so full after B / link_Bps).
+  // Replays only: one collective simulated alone stands for a back-to-back series (no idle
+  // spell). Star only; 0: plain links.
   double link_burst_bytes = 0;
   // The shaped links' FIFO queue, in seconds of traffic at the link's rate (tbf's latency). A
-  // rendezvous notice waits behind the data its link's queue holds (what the messages crossing it
-  // have left to send, at most this much), as tbf makes it wait. Star only; 0: no queue.
+  // rendezvous notice waits behind the data its node's way out holds (what the messages crossing it
+  // have left to send, at most this much), as tbf makes it wait; with notice_bytes 0 there is no
+  // notice to wait. Star only; 0: no queue.
   double link_queue_s = 0;
   // Host time per collective call, by "op/algo" as the simulator runs it ("allreduce/ring",
   // "allreduce/hier", "allgatherv/ring", ...): every rank waits this long before the call's first
