@@ -114,7 +114,7 @@ SimNetwork::Pair& SimNetwork::pair(int src, int dst) {
 
 void SimNetwork::enqueue(int src, int dst, uint64_t slot, uint64_t bytes, sg4::SemaphorePtr done) {
   Pair& p = pair(src, dst);
-  p.queue.push_back(Pending{slot, bytes, std::move(done)});
+  p.queue.push_back(Pending{slot, bytes, std::move(done), sg4::Engine::get_clock() + message_overhead_s_});
   p.events->release();
 }
 
@@ -158,7 +158,9 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
     const Pending msg = *ready;
     p.queue.erase(ready);
     p.posted.erase(p.posted.find(msg.slot));
-    if (message_overhead_s_ > 0) sg4::this_actor::sleep_for(message_overhead_s_);
+    // The host's time for the message ran since it was posted, also while the connection carried
+    // the pair's previous messages (a pipelined transfer hides it; a lone small message does not).
+    if (msg.ready_at > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(msg.ready_at);
     const bool shaped = (burst_bytes_ > 0 || queue_s_ > 0) && !sameNode(src, dst);
     const int a = node_of_[src], b = node_of_[dst];
     uint64_t rated = msg.bytes;  // what crosses at the links' rate

@@ -75,6 +75,7 @@ class SimNetwork {
   struct Pending {
     uint64_t slot, bytes;
     simgrid::s4u::SemaphorePtr done;
+    double ready_at;  // posted + message_overhead_s: the host's part, overlapping the pair's transfers
   };
   struct Pair {
     std::deque<Pending> queue;

@@ -322,6 +322,28 @@ TEST(SimReplay, ANoticeWaitsBehindTheDataItsLinkIsSending) {
   std::remove(path.c_str());
 }
 
+// A message's host time (PlatformSpec::message_overhead_s) runs from its post, so it overlaps
+// the connection's earlier transfer: two messages posted together cost one host time, not two.
+TEST(SimReplay, AMessagesHostTimeOverlapsTheTransferBeforeIt) {
+  const uint64_t bytes = 1 << 20;  // 8.4 ms at 1 Gbit/s, longer than the host time
+  const std::string b = std::to_string(bytes);
+  nlohmann::json ev = nlohmann::json::array();
+  const double t = 1000;
+  ev.push_back(event(0, 0, "send", "p2p", t, 100, {{"sends", "1:" + b + ",1:" + b}, {"recvs", ""}, {"tag", "0"}}));
+  ev.push_back(event(0, 2, "pp", "phase", t, 100));
+  ev.push_back(event(1, 0, "recv", "p2p", t, 100, {{"sends", ""}, {"recvs", "0:" + b + ",0:" + b}, {"tag", "0"}}));
+  ev.push_back(event(1, 2, "pp", "phase", t, 100));
+  const auto path = tempPath("p2p_overhead");
+  writeTrace(path, ev);
+  auto p = star(2, 1.0);
+  const double plain = replay(p, readTimeline(path, {})).predicted_step_by_rank[1];
+  p.message_overhead_s = 0.003;
+  const double host = replay(p, readTimeline(path, {})).predicted_step_by_rank[1];
+  EXPECT_GT(plain, 0.016);  // two transfers
+  EXPECT_NEAR(host, plain + 0.003, 2e-4);
+  std::remove(path.c_str());
+}
+
 // Messages of different tags (also tags 16 apart) and of different communicators between the
 // same two ranks are matched apart, whatever order the receiver takes them in.
 TEST(SimReplay, TagsAndCommunicatorsKeepTheirMessagesApart) {

@@ -42,8 +42,10 @@ struct PlatformSpec {
   // sender. 0: the sender learns of the post at once.
   double notice_bytes = 114;
   // Time a message waits at its sender before it goes on the wire (the host's part of a
-  // message: system calls, Gloo's event loop, scheduling when the cores are oversubscribed).
-  // Calibrated from a training run's timeline (simulate calibrate --timeline).
+  // message: system calls, Gloo's event loop, scheduling when the cores are oversubscribed),
+  // counted from its post, so it overlaps the connection's earlier transfers (a pipelined ring
+  // hides it, a latency-bound small collective pays it per hop). Calibrated from a training
+  // run's timeline (simulate calibrate --timeline).
   double message_overhead_s = 0;
   // Token-bucket shaped host links (the emulated cluster's `tbf`, tools/cluster): a link that
   // has been idle lets up to this many bytes through at once before its rate applies; its bucket
