@@ -56,7 +56,7 @@ double SimNetwork::takeBurst(int a, int b, double bytes) {
 
 double SimNetwork::queueWait(int a) const {
   double bytes = 0;
-  for (const auto& c : out_[a].crossing) bytes += c->get_remaining();
+  for (const auto& q : out_[a].crossing) bytes += q.comm ? q.comm->get_remaining() : q.bytes;
   return std::min(bytes / queue_Bps_, queue_s_);
 }
 
@@ -158,26 +158,24 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
     const Pending msg = *ready;
     p.queue.erase(ready);
     p.posted.erase(p.posted.find(msg.slot));
+    const bool shaped = (burst_bytes_ > 0 || queue_s_ > 0) && !sameNode(src, dst);
+    const bool queued = shaped && queue_s_ > 0;
+    const int a = node_of_[src], b = node_of_[dst];
+    // Its notice is in: the host writes it now, so a notice posted from here on leaves behind it.
+    std::list<Bucket::Queued>::iterator in_queue;
+    if (queued) in_queue = out_[a].crossing.insert(out_[a].crossing.end(), {nullptr, static_cast<double>(msg.bytes)});
     // The host's time for the message ran since it was posted, also while the connection carried
     // the pair's previous messages (a pipelined transfer hides it; a lone small message does not).
     if (msg.ready_at > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(msg.ready_at);
-    const bool shaped = (burst_bytes_ > 0 || queue_s_ > 0) && !sameNode(src, dst);
-    const int a = node_of_[src], b = node_of_[dst];
     uint64_t rated = msg.bytes;  // what crosses at the links' rate
     if (shaped) rated -= std::min(msg.bytes, static_cast<uint64_t>(takeBurst(a, b, static_cast<double>(msg.bytes))));
     // The payload pointer carries the slot (+ 1: SimGrid refuses a null payload), so the receiver
     // can check it got the message it expects.
     auto comm = mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f)
                     ->put_async(reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot + 1)), rated);
-    if (shaped && queue_s_ > 0) {
-      const auto out = out_[a].crossing.insert(out_[a].crossing.end(), comm);
-      const auto in = in_[b].crossing.insert(in_[b].crossing.end(), comm);
-      comm->wait();
-      out_[a].crossing.erase(out);
-      in_[b].crossing.erase(in);
-    } else {
-      comm->wait();
-    }
+    if (queued) in_queue->comm = comm;
+    comm->wait();
+    if (queued) out_[a].crossing.erase(in_queue);
     if (shaped) burstDone(a, b);
     msg.done->release();
   }

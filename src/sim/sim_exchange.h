@@ -90,7 +90,13 @@ class SimNetwork {
     double tokens = 0;  // bytes that may pass at once
     double since = 0;   // when it was last brought up to date
     int busy = 0;       // messages crossing the link now
-    std::list<simgrid::s4u::CommPtr> crossing;  // those messages (link_queue_s)
+    // Messages in the link's queue (link_queue_s, ways out only): on the wire (`comm`) or being
+    // written by their host (`bytes`, no comm yet).
+    struct Queued {
+      simgrid::s4u::CommPtr comm;
+      double bytes;
+    };
+    std::list<Queued> crossing;
   };
   Pair& pair(int src, int dst);
   // The bytes of a message from node `a` to node `b` that its links' buckets let through at
