@@ -75,11 +75,7 @@ int simulateCollectives(int argc, char** argv) {
     p.reduce_Bps = reduce_gbps * 1e9;
     p.loopback_Bps = loopback_gbps * 1e9;
   }
-  p.nodes = parsed.nodes;
-  p.ppn = parsed.ppn;
-  p.link_Bps = parsed.link_Bps;
-  p.link_burst_bytes = parsed.link_burst_bytes;
-  p.link_queue_s = parsed.link_queue_s;
+  useSetting(p, parsed);
   if (topology != "star" && topology != "rail")
     throw ConfigError("--topology '" + topology + "': simulate collectives runs on star or rail (fat-tree and torus: "
                       "simulate predict)");
@@ -170,11 +166,7 @@ int simulateCalibrate(int argc, char** argv) {
                "1 MiB instead (a per-call floor no link explains)");
   if (!parseArgs(app, argc, argv)) return 0;
   const auto parsed = sim::parseSetting(setting);
-  p.nodes = parsed.nodes;
-  p.ppn = parsed.ppn;
-  p.link_Bps = parsed.link_Bps;
-  p.link_burst_bytes = parsed.link_burst_bytes;
-  p.link_queue_s = parsed.link_queue_s;
+  useSetting(p, parsed);
   if (measured.empty() && timeline.empty()) throw ConfigError("simulate calibrate: give --measured, --timeline or both");
   if (call_overheads && !fit) throw ConfigError("simulate calibrate: --call-overheads fits; it does not go with --no-fit");
   if (!base.empty() && !measured.empty())
@@ -183,8 +175,7 @@ int simulateCalibrate(int argc, char** argv) {
   c.platform = p;
   if (!base.empty()) {
     c.platform = sim::loadCalibration(base);
-    c.platform.nodes = p.nodes, c.platform.ppn = p.ppn, c.platform.link_Bps = p.link_Bps;
-    c.platform.link_burst_bytes = p.link_burst_bytes, c.platform.link_queue_s = p.link_queue_s;
+    useSetting(c.platform, p);
   }
   if (!measured.empty()) {
     const auto rows = sim::readMeasured(measured);

@@ -49,11 +49,7 @@ sim::PlatformSpec platformFor(const std::string& setting, const Links& links) {
   const auto parsed = sim::parseSetting(setting);
   const std::string calibration = calibrationFor(setting, calibrations);
   sim::PlatformSpec p = calibration.empty() ? sim::PlatformSpec{} : sim::loadCalibration(calibration);
-  p.nodes = parsed.nodes;
-  p.ppn = parsed.ppn;
-  p.link_Bps = parsed.link_Bps;
-  p.link_burst_bytes = parsed.link_burst_bytes;
-  p.link_queue_s = parsed.link_queue_s;
+  useSetting(p, parsed);
   if (links.plain) p.link_burst_bytes = p.link_queue_s = 0;
   sim::validate(p);
   return p;

@@ -53,8 +53,7 @@ int simulateTune(int argc, char** argv) {
   if (!calibration.empty()) p = sim::loadCalibration(calibration);
   if (!setting.empty()) {
     const auto parsed = sim::parseSetting(setting);
-    p.nodes = parsed.nodes, p.ppn = parsed.ppn, p.link_Bps = parsed.link_Bps;
-    p.link_burst_bytes = parsed.link_burst_bytes, p.link_queue_s = parsed.link_queue_s;
+    useSetting(p, parsed);
   } else {
     const double mbit = std::round(p.link_Bps * 8 / 1e6);  // the calibration's setting, as written
     char rate[48];
