@@ -60,6 +60,13 @@ double SimNetwork::queueWait(int a) const {
   return std::min(bytes / queue_Bps_, queue_s_);
 }
 
+void SimNetwork::joinQueue(int src, int dst, Pending& m) {
+  if (queue_s_ <= 0 || m.in_queue || sameNode(src, dst)) return;
+  auto& crossing = out_[node_of_[src]].crossing;
+  m.queued = crossing.insert(crossing.end(), Queued{nullptr, static_cast<double>(m.bytes)});
+  m.in_queue = true;
+}
+
 void SimNetwork::burstDone(int a, int b) {
   const double now = sg4::Engine::get_clock();
   for (Bucket* k : {&out_[a], &in_[b]})
@@ -115,6 +122,7 @@ SimNetwork::Pair& SimNetwork::pair(int src, int dst) {
 void SimNetwork::enqueue(int src, int dst, uint64_t slot, uint64_t bytes, sg4::SemaphorePtr done) {
   Pair& p = pair(src, dst);
   p.queue.push_back(Pending{slot, bytes, std::move(done), sg4::Engine::get_clock() + message_overhead_s_});
+  if (p.posted.count(slot) > 0) joinQueue(src, dst, p.queue.back());
   p.events->release();
 }
 
@@ -142,6 +150,11 @@ void SimNetwork::notifier(int src, int dst, Pair& p) {
     if (leaves > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(leaves);
     sg4::Comm::sendto(host_of_[dst], host_of_[src], static_cast<uint64_t>(notice_bytes_));
     p.posted.insert(slot);
+    for (auto& m : p.queue)
+      if (m.slot == slot && !m.in_queue) {
+        joinQueue(src, dst, m);
+        break;
+      }
     p.events->release();
   }
 }
@@ -155,15 +168,14 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
       p.events->acquire();  // no other actor runs between the scan and this wait: no lost event
       continue;
     }
-    const Pending msg = *ready;
+    Pending msg = *ready;
     p.queue.erase(ready);
     p.posted.erase(p.posted.find(msg.slot));
     const bool shaped = (burst_bytes_ > 0 || queue_s_ > 0) && !sameNode(src, dst);
     const bool queued = shaped && queue_s_ > 0;
     const int a = node_of_[src], b = node_of_[dst];
     // Its notice is in: the host writes it now, so a notice posted from here on leaves behind it.
-    std::list<Bucket::Queued>::iterator in_queue;
-    if (queued) in_queue = out_[a].crossing.insert(out_[a].crossing.end(), {nullptr, static_cast<double>(msg.bytes)});
+    joinQueue(src, dst, msg);
     // The host's time for the message ran since it was posted, also while the connection carried
     // the pair's previous messages (a pipelined transfer hides it; a lone small message does not).
     if (msg.ready_at > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(msg.ready_at);
@@ -173,9 +185,9 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
     // can check it got the message it expects.
     auto comm = mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f)
                     ->put_async(reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot + 1)), rated);
-    if (queued) in_queue->comm = comm;
+    if (queued) msg.queued->comm = comm;
     comm->wait();
-    if (queued) out_[a].crossing.erase(in_queue);
+    if (queued) out_[a].crossing.erase(msg.queued);
     if (shaped) burstDone(a, b);
     msg.done->release();
   }

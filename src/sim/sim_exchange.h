@@ -72,10 +72,18 @@ class SimNetwork {
   InaFabric* ina = nullptr;  // the switch that sums allreduces (ina.h), when the platform has one
 
  private:
+  // A message in a link's queue (link_queue_s, ways out only): on the wire (`comm`) or sendable
+  // and being written by its host (`bytes`, no comm yet).
+  struct Queued {
+    simgrid::s4u::CommPtr comm;
+    double bytes;
+  };
   struct Pending {
     uint64_t slot, bytes;
     simgrid::s4u::SemaphorePtr done;
     double ready_at;  // posted + message_overhead_s: the host's part, overlapping the pair's transfers
+    bool in_queue = false;  // counted in its node's way out (joinQueue)
+    std::list<Queued>::iterator queued;
   };
   struct Pair {
     std::deque<Pending> queue;
@@ -90,13 +98,7 @@ class SimNetwork {
     double tokens = 0;  // bytes that may pass at once
     double since = 0;   // when it was last brought up to date
     int busy = 0;       // messages crossing the link now
-    // Messages in the link's queue (link_queue_s, ways out only): on the wire (`comm`) or being
-    // written by their host (`bytes`, no comm yet).
-    struct Queued {
-      simgrid::s4u::CommPtr comm;
-      double bytes;
-    };
-    std::list<Queued> crossing;
+    std::list<Queued> crossing;  // ways out only
   };
   Pair& pair(int src, int dst);
   // The bytes of a message from node `a` to node `b` that its links' buckets let through at
@@ -105,6 +107,9 @@ class SimNetwork {
   void burstDone(int a, int b);
   // How long a notice leaving node `a` waits in its way out's queue.
   double queueWait(int a) const;
+  // A message whose notice is in (and was queued) joins its node's way out at once, before a
+  // notice its rank posts in the same simulated instant: its host starts writing it then.
+  void joinQueue(int src, int dst, Pending& m);
   void checkActorBudget(int more);
   void sender(int src, int dst, Pair& p);
   void notifier(int src, int dst, Pair& p);

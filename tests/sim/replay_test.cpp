@@ -322,6 +322,36 @@ TEST(SimReplay, ANoticeWaitsBehindTheDataItsLinkIsSending) {
   std::remove(path.c_str());
 }
 
+// A rank that sends (its receiver's notice already in) and posts a receive in the same instant:
+// its host writes the message first, so the receive's notice waits behind all of it.
+TEST(SimReplay, ANoticePostedRightAfterItsRanksSendWaitsBehindIt) {
+  const uint64_t bytes = 1 << 20;
+  const std::string b = std::to_string(bytes);
+  nlohmann::json ev = nlohmann::json::array();
+  const double t = 1000;
+  ev.push_back(event(0, 0, "exchange", "p2p", t, 100, {{"sends", "1:" + b}, {"recvs", "1:" + b}, {"tag", "0"}}));
+  ev.push_back(event(0, 2, "pp", "phase", t, 100));
+  ev.push_back(event(1, 0, "forward", "compute", t, 1000));  // rank 0's notice is in meanwhile
+  ev.push_back(event(1, 0, "isend", "p2p", t + 1000, 0, {{"sends", "0:" + b}, {"recvs", ""}, {"tag", "0"}, {"req", "r1"}}));
+  ev.push_back(event(1, 0, "recv", "p2p", t + 1000, 100, {{"sends", ""}, {"recvs", "0:" + b}, {"tag", "0"}}));
+  ev.push_back(event(1, 0, "wait", "p2p", t + 1100, 10, {{"req", "r1"}}));
+  ev.push_back(event(1, 2, "pp", "phase", t, 1110));
+  const auto path = tempPath("p2p_same_instant");
+  writeTrace(path, ev);
+  auto p = star(2, 1.0);
+  p.notice_bytes = 114;
+  CollectiveSpec one;
+  one.op = "broadcast";
+  one.bytes = bytes;
+  const double transfer = simulateCollective(p, one).time_s;
+  const double without = replay(p, readTimeline(path, {})).predicted_step_by_rank[1];
+  p.link_queue_s = 0.05;
+  const double behind = replay(p, readTimeline(path, {})).predicted_step_by_rank[1];
+  EXPECT_NEAR(without, 0.001 + transfer, 3e-4);
+  EXPECT_NEAR(behind, 0.001 + 2 * transfer, 3e-4);
+  std::remove(path.c_str());
+}
+
 // A message's host time (PlatformSpec::message_overhead_s) runs from its post, so it overlaps
 // the connection's earlier transfer: two messages posted together cost one host time, not two.
 TEST(SimReplay, AMessagesHostTimeOverlapsTheTransferBeforeIt) {
