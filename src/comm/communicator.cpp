@@ -127,13 +127,7 @@ void Communicator::detectLocality() {
 
 ShmDomain* Communicator::shmDomain() {
   if (!shm_ && all_local_) {
-    auto vote = [this](bool ok) {  // over TCP, whatever the options say
-      int32_t v = ok ? 1 : 0;
-      GlooExchange ex(*link_, *meter_, "setup", phase_, opts_.timeout, link_->nextSeq());
-      allreduceHalvingDoubling(ex, Group::world(rank_, size_), reinterpret_cast<char*>(&v), 1, DType::i32,
-                               ReduceOp::min, 0, link_->scratch());
-      return v == 1;
-    };
+    auto vote = [this](bool ok) { return voteAll(ok); };
     try {
       shm_ = ShmDomain::create(*store_, prefix_, rank_, size_, opts_.shm_piece_bytes, connectTimeout(opts_), vote);
     } catch (const ConfigError&) {
@@ -142,6 +136,31 @@ ShmDomain* Communicator::shmDomain() {
     }
   }
   return shm_.get();
+}
+
+bool Communicator::voteAll(bool ok) {  // over TCP, whatever the options say
+  int32_t v = ok ? 1 : 0;
+  GlooExchange ex(*link_, *meter_, "setup", phase_, opts_.timeout, link_->nextSeq());
+  allreduceHalvingDoubling(ex, Group::world(rank_, size_), reinterpret_cast<char*>(&v), 1, DType::i32, ReduceOp::min,
+                           0, link_->scratch());
+  return v == 1;
+}
+
+ShmDomain* Communicator::nodeShm() {
+  if (node_shm_tried_ || opts_.shm == ShmMode::off) return node_shm_.get();
+  node_shm_tried_ = true;
+  const int gs = std::max(1, std::min(opts_.group_size, size_)), first = rank_ / gs * gs;
+  if (gs < 2) return nullptr;
+  for (int r = 0; r < size_; ++r)  // node_of_ is the same on every rank: so is this answer
+    if (node_of_[r] != node_of_[r / gs * gs]) return nullptr;
+  try {
+    node_shm_ = ShmDomain::create(*store_, prefix_ + "/node" + std::to_string(rank_ / gs), rank_ - first,
+                                  std::min(size_, first + gs) - first, opts_.shm_piece_bytes, connectTimeout(opts_),
+                                  [this](bool ok) { return voteAll(ok); });
+  } catch (const ConfigError&) {
+    if (opts_.shm == ShmMode::on) throw;
+  }
+  return node_shm_.get();
 }
 
 void Communicator::setPhase(const std::string& phase) { phase_ = phase; }
@@ -196,6 +215,7 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
   // messages of different sizes.
   checkFingerprint("allreduce", count, dt, static_cast<int>(op) | static_cast<int>(a) << 8);
   if (size_ == 1 || count == 0) return;
+  ShmDomain* node = a == Algo::hierarchical ? nodeShm() : nullptr;  // collective at the first call
   CallRecord rec(trace_, "allreduce", count * es, dt, world_ranks_);
   if (rec.on()) {
     rec.args["algo"] = algoName(a);
@@ -207,7 +227,20 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
   char* p = static_cast<char*>(buf);
   switch (a) {
     case Algo::halving_doubling: allreduceHalvingDoubling(ex, g, p, count, dt, op, 0, link_->scratch()); break;
-    case Algo::hierarchical: allreduceHierarchical(ex, g, opts_.group_size, p, count, dt, op, opts_.segment_bytes, link_->scratch()); break;
+    case Algo::hierarchical:
+      if (node) {
+        if (rec.on()) rec.args["node"] = "shm";  // the simulator runs the TCP version
+        try {
+          allreduceHierarchicalShm(ex, g, opts_.group_size, *node, p, count, dt, op, opts_.segment_bytes,
+                                   link_->scratch(), *meter_, phase_, std::chrono::steady_clock::now() + opts_.timeout);
+        } catch (const Error& e) {
+          link_->poison(e.what());
+          throw;
+        }
+      } else {
+        allreduceHierarchical(ex, g, opts_.group_size, p, count, dt, op, opts_.segment_bytes, link_->scratch());
+      }
+      break;
     case Algo::rails: allreduceRails(ex, g, opts_.group_size, p, count, dt, op, opts_.segment_bytes, link_->scratch()); break;
     case Algo::shm: {
       const auto deadline = std::chrono::steady_clock::now() + opts_.timeout;

@@ -199,3 +199,34 @@ TEST(AllreduceLargeWorlds, TinyAndOddCountsEveryAlgo) {
   }
 }
 }  // namespace
+
+// The hierarchical allreduce runs each group's part in shared memory when the group's ranks share
+// a host: the same (exact) result as the TCP version, and only the group leaders send messages
+// (a non-leader's whole call is one shared-memory record on the meter; over TCP it sends every
+// segment of the in-group reduce-scatter and gather).
+TEST(AllreduceHierarchical, GroupsOnOneHostUseSharedMemoryOnlyLeadersSend) {
+  const int n = 4;
+  const size_t count = (1u << 20) / 4 + 7;
+  std::vector<uint64_t> messages[2];
+  for (ShmMode shm : {ShmMode::automatic, ShmMode::off}) {
+    CommOptions opts;
+    opts.group_size = 2;
+    opts.shm = shm;
+    opts.shm_piece_bytes = 64 << 10;
+    opts.segment_bytes = 64 << 10;
+    auto comms = test::makeComms(n, opts);
+    checkAllreduce(comms, Algo::hierarchical, DType::f32, ReduceOp::sum, count);
+    for (int r = 0; r < n; ++r) {
+      const auto s = comms[r]->meter().snapshot().by_op["allreduce"];
+      messages[shm == ShmMode::off].push_back(s.messages_sent);
+      EXPECT_GT(s.bytes_sent, 0u) << "rank " << r;
+    }
+  }
+  const auto& shm = messages[0];
+  const auto& tcp = messages[1];
+  for (int r : {1, 3}) {
+    EXPECT_EQ(shm[r], 1u) << "non-leader " << r << " sent over TCP";
+    EXPECT_GT(tcp[r], 2u) << "non-leader " << r;
+  }
+  for (int r : {0, 2}) EXPECT_GT(shm[r], 2u) << "leader " << r << ": the ring between the groups";
+}

@@ -186,6 +186,11 @@ class Communicator {
   void allgatherImpl(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts, DType dt,
                      const char* op, Algo algo);
   ShmDomain* shmDomain();  // maps the segment on first use; nullptr when shared memory is unusable
+  // The shared memory of this rank's hierarchical group (group_size contiguous ranks), mapped by
+  // every rank at its first hierarchical allreduce; nullptr when shm is off, a group spans hosts
+  // or mapping failed anywhere (then the groups talk TCP). Collective on first call.
+  ShmDomain* nodeShm();
+  bool voteAll(bool ok);  // collective AND over TCP
 
   std::shared_ptr<net::Store> store_;
   std::string prefix_;
@@ -199,6 +204,8 @@ class Communicator {
   bool all_local_ = false;
   std::vector<int> node_of_;
   std::unique_ptr<ShmDomain> shm_;
+  std::unique_ptr<ShmDomain> node_shm_;
+  bool node_shm_tried_ = false;
   Trace* trace_ = nullptr;
   std::atomic<uint64_t> p2p_requests_{0};  // posted requests so far: their ids on the timeline
   std::vector<int> world_ranks_;  // this communicator's ranks in the root one (split); empty: the same
