@@ -15,6 +15,7 @@
 #include "lowcomm/net/shm.h"
 #include "reduce.h"
 #include "shm_domain.h"
+#include "shm_node.h"
 
 namespace lowcomm::comm {
 
@@ -127,7 +128,7 @@ void Communicator::detectLocality() {
 
 ShmDomain* Communicator::shmDomain() {
   if (!shm_ && all_local_) {
-    auto vote = [this](bool ok) { return voteAll(ok); };
+    auto vote = [this](bool ok) { return voteAll(ok, *meter_); };
     try {
       shm_ = ShmDomain::create(*store_, prefix_, rank_, size_, opts_.shm_piece_bytes, connectTimeout(opts_), vote);
     } catch (const ConfigError&) {
@@ -138,9 +139,9 @@ ShmDomain* Communicator::shmDomain() {
   return shm_.get();
 }
 
-bool Communicator::voteAll(bool ok) {  // over TCP, whatever the options say
+bool Communicator::voteAll(bool ok, TrafficMeter& meter) {  // over TCP, whatever the options say
   int32_t v = ok ? 1 : 0;
-  GlooExchange ex(*link_, *meter_, "setup", phase_, opts_.timeout, link_->nextSeq());
+  GlooExchange ex(*link_, meter, "setup", phase_, opts_.timeout, link_->nextSeq());
   allreduceHalvingDoubling(ex, Group::world(rank_, size_), reinterpret_cast<char*>(&v), 1, DType::i32, ReduceOp::min,
                            0, link_->scratch());
   return v == 1;
@@ -153,10 +154,11 @@ ShmDomain* Communicator::nodeShm() {
   if (gs < 2) return nullptr;
   for (int r = 0; r < size_; ++r)  // node_of_ is the same on every rank: so is this answer
     if (node_of_[r] != node_of_[r / gs * gs]) return nullptr;
+  TrafficMeter setup;  // made at the first hierarchical call: like create()'s, not the user's traffic
   try {
     node_shm_ = ShmDomain::create(*store_, prefix_ + "/node" + std::to_string(rank_ / gs), rank_ - first,
                                   std::min(size_, first + gs) - first, opts_.shm_piece_bytes, connectTimeout(opts_),
-                                  [this](bool ok) { return voteAll(ok); });
+                                  [&](bool ok) { return voteAll(ok, setup); });
   } catch (const ConfigError&) {
     if (opts_.shm == ShmMode::on) throw;
   }
@@ -229,10 +231,11 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
     case Algo::halving_doubling: allreduceHalvingDoubling(ex, g, p, count, dt, op, 0, link_->scratch()); break;
     case Algo::hierarchical:
       if (node) {
-        if (rec.on()) rec.args["node"] = "shm";  // the simulator runs the TCP version
+        if (rec.on()) rec.args["node_piece"] = std::to_string(node->piece());  // the node's part in shared memory
         try {
-          allreduceHierarchicalShm(ex, g, opts_.group_size, *node, p, count, dt, op, opts_.segment_bytes,
-                                   link_->scratch(), *meter_, phase_, std::chrono::steady_clock::now() + opts_.timeout);
+          ShmNode mem(*node, *meter_, phase_, std::chrono::steady_clock::now() + opts_.timeout);
+          allreduceHierarchicalNode(ex, g, opts_.group_size, mem, p, count, dt, op, opts_.segment_bytes,
+                                    link_->scratch());
         } catch (const Error& e) {
           link_->poison(e.what());
           throw;

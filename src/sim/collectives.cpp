@@ -65,6 +65,7 @@ CallSpec callOf(const CollectiveSpec& s) {
   c.dtype = s.dtype;
   c.segment_bytes = s.segment_bytes;
   c.group_size = s.group_size;
+  c.node_piece = s.node_piece;
   c.root = s.root;
   return c;
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ina.h"
+#include "sim_node.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/algorithms.h"
 
@@ -14,17 +15,24 @@ using comm::Algo;
 
 namespace {
 
-void allreduce(comm::Exchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf,
+void allreduce(SimExchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf,
                comm::Scratch& scratch) {
   const size_t count = c.bytes / comm::dtypeSize(c.dtype);
   switch (c.algo) {
     case Algo::halving_doubling:
       comm::allreduceHalvingDoubling(ex, g, buf, count, c.dtype, comm::ReduceOp::sum, 0, scratch);
       break;
-    case Algo::hierarchical:
-      comm::allreduceHierarchical(ex, g, c.group_size > 0 ? c.group_size : default_group, buf, count, c.dtype,
-                                  comm::ReduceOp::sum, c.segment_bytes, scratch);
+    case Algo::hierarchical: {
+      const int gs = c.group_size > 0 ? c.group_size : default_group;
+      if (c.node_piece > 0) {  // the node's part in its shared memory
+        SimNode node(ex, g, gs, c.node_piece);
+        comm::allreduceHierarchicalNode(ex, g, gs, node, buf, count, c.dtype, comm::ReduceOp::sum, c.segment_bytes,
+                                        scratch);
+      } else {
+        comm::allreduceHierarchical(ex, g, gs, buf, count, c.dtype, comm::ReduceOp::sum, c.segment_bytes, scratch);
+      }
       break;
+    }
     case Algo::rails:
       comm::allreduceRails(ex, g, c.group_size > 0 ? c.group_size : default_group, buf, count, c.dtype,
                            comm::ReduceOp::sum, c.segment_bytes, scratch);

@@ -193,6 +193,12 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
   }
 }
 
+sg4::BarrierPtr SimNetwork::barrier(uint64_t key, int n) {
+  auto it = barriers_.find(key);
+  if (it == barriers_.end()) it = barriers_.emplace(key, sg4::Barrier::create(n)).first;
+  return it->second;
+}
+
 sg4::Mailbox* SimNetwork::mailbox(int src, int dst, uint32_t sub) {
   const uint64_t key = (static_cast<uint64_t>(src) * static_cast<uint64_t>(world_) + static_cast<uint64_t>(dst)) * 64 + sub;
   auto it = boxes_.find(key);

@@ -64,6 +64,8 @@ class SimNetwork {
   void posted(int src, int dst, uint64_t slot);
   // Counts `msgs` messages of `bytes` in all from src to dst (sent, inter-node, cross-leaf).
   void count(int src, int dst, uint64_t bytes, uint64_t msgs);
+  // The barrier of `n` ranks named `key` (made by the first to ask; kept for the simulation).
+  simgrid::s4u::BarrierPtr barrier(uint64_t key, int n);
 
   std::vector<uint64_t> sent, recv, messages;
   std::vector<uint64_t> inter_node_sent;  // per rank: sent to a rank of another node
@@ -124,6 +126,7 @@ class SimNetwork {
   std::vector<int> node_of_, leaf_of_;
   std::unordered_map<uint64_t, simgrid::s4u::Mailbox*> boxes_;
   std::unordered_map<uint64_t, std::unique_ptr<Pair>> pairs_;
+  std::unordered_map<uint64_t, simgrid::s4u::BarrierPtr> barriers_;
 };
 
 class SimExchange final : public comm::Exchange {

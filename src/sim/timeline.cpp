@@ -84,6 +84,7 @@ CallSpec callOf(const Ev& e, const std::string& path) {
     if (c.op == "broadcast") c.algo = comm::parseAlgo(arg(e, "algo", "tree"));  // before chain: always the tree
     c.segment_bytes = std::stoull(arg(e, "segment", std::to_string(1 << 20)));
     c.group_size = std::stoi(arg(e, "group_size", "0"));
+    if (c.op == "allreduce") c.node_piece = std::stoull(arg(e, "node_piece", "0"));
     c.root = std::stoi(arg(e, "root", "0"));
     c.ranks = splitList<int>(arg(e, "ranks"));
     c.rank_bytes = splitList<uint64_t>(arg(e, "rank_bytes"));

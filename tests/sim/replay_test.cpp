@@ -46,9 +46,11 @@ struct MeteredRun {
   std::vector<uint64_t> sent, messages;
 };
 
-MeteredRun runTraced(int n, const std::function<void(comm::Communicator&, int, Trace&)>& body) {
+MeteredRun runTraced(int n, const std::function<void(comm::Communicator&, int, Trace&)>& body,
+                      comm::ShmMode shm = comm::ShmMode::off, int group_size = 0) {
   comm::CommOptions opts;
-  opts.shm = comm::ShmMode::off;
+  opts.shm = shm;
+  opts.group_size = group_size;
   auto comms = test::makeComms(n, opts);
   MeteredRun run{std::vector<Trace>(n), std::vector<uint64_t>(n), std::vector<uint64_t>(n)};
   test::onRanks(n, [&](int r) {
@@ -157,6 +159,34 @@ TEST(SimReplay, ReplayedBytesEqualTheMeteredBytesOfARealRun) {
   EXPECT_EQ(progs[1].calls[2].ranks, (std::vector<int>{0, 1}));
   const auto r = replay(star(n, 1.0), progs);
   EXPECT_EQ(r.calls, 60u);
+  for (int k = 0; k < n; ++k) {
+    EXPECT_EQ(r.bytes_sent[k], run.sent[k]) << "rank " << k;
+    EXPECT_EQ(r.messages_sent[k], run.messages[k]) << "rank " << k;
+  }
+  std::remove(path.c_str());
+}
+
+// A hierarchical allreduce whose groups share a host runs each group's part in shared memory; its
+// timeline event says so (node_piece), and the replay runs the same node-memory algorithm with
+// the meter's bytes and messages per rank.
+TEST(SimReplay, HierarchicalCallsInSharedMemoryReplayWithTheMeteredBytes) {
+  const int n = 4;
+  const auto run = runTraced(
+      n,
+      [&](comm::Communicator& c, int, Trace& trace) {
+        for (int step = 0; step < 2; ++step) {
+          TraceScope span(&trace, "ddp", "phase", 2);
+          std::vector<float> g(300001, 1.0f);
+          c.allreduce(g.data(), g.size(), comm::DType::f32, comm::ReduceOp::sum, comm::Algo::hierarchical);
+          c.allreduce(g.data(), 999, comm::DType::f32, comm::ReduceOp::sum, comm::Algo::hierarchical);
+        }
+      },
+      comm::ShmMode::automatic, 2);
+  const auto path = tempPath("real_node");
+  const auto progs = readTraces(path, run.traces);
+  ASSERT_EQ(progs[0].calls.size(), 4u);
+  EXPECT_EQ(progs[0].calls[0].node_piece, comm::CommOptions{}.shm_piece_bytes);
+  const auto r = replay(star(n, 1.0), progs);
   for (int k = 0; k < n; ++k) {
     EXPECT_EQ(r.bytes_sent[k], run.sent[k]) << "rank " << k;
     EXPECT_EQ(r.messages_sent[k], run.messages[k]) << "rank " << k;

@@ -51,6 +51,35 @@ void allreduceHalvingDoubling(Exchange& ex, const Group& g, char* buf, size_t co
                               uint32_t sub, Scratch& scratch);
 void allreduceHierarchical(Exchange& ex, const Group& g, int group_size, char* buf, size_t count, DType dt,
                            ReduceOp op, size_t seg_bytes, Scratch& scratch);  // uses subs 0..7
+
+// The memory the members of one group (a node) share, for allreduceHierarchicalNode: a
+// shared-memory segment in the communicator (src/comm/shm_node.h), host copies and a barrier in
+// the simulator (src/sim/sim_node.h).
+class NodeMemory {
+ public:
+  virtual ~NodeMemory() = default;
+  // The sum of every member's `buf` (count elements) into the leader's (group rank 0) buf; the
+  // others' buf unchanged.
+  virtual void reduceToLeader(char* buf, size_t count, DType dt, ReduceOp op) = 0;
+  // The leader's buf into every member's.
+  virtual void broadcastFromLeader(char* buf, size_t count, DType dt) = 0;
+};
+// Two-level allreduce whose group part runs in `node` (this rank's group of `group_size`
+// contiguous members of g): only the group leaders use `ex`, for a ring over the leaders.
+// src/comm/algo/allreduce_hierarchical_node.cpp.
+void allreduceHierarchicalNode(Exchange& ex, const Group& g, int group_size, NodeMemory& node, char* buf,
+                               size_t count, DType dt, ReduceOp op, size_t seg_bytes,
+                               Scratch& scratch);  // uses subs 2..3
+// What a node-memory step moves between this member's memory and the others', counted as
+// same-host traffic by both executors: `sent` what the others read of this member's memory, `got`
+// what it reads of theirs. The sum runs per piece of `piece_bytes` (the segment's unit), each
+// member summing its share of the piece; `all_out`: every member copies the sum out, else the
+// leader only.
+struct NodeBytes {
+  uint64_t sent = 0, got = 0;
+};
+NodeBytes nodeReduceBytes(size_t count, size_t es, int n, int me, size_t piece_bytes, bool all_out);
+NodeBytes nodeBroadcastBytes(size_t count, size_t es, int n, int me);
 // Per-rail two-level allreduce (src/comm/algo/allreduce_rails.cpp): every local rank crosses the
 // network with 1/group_size of the buffer.
 void allreduceRails(Exchange& ex, const Group& g, int group_size, char* buf, size_t count, DType dt, ReduceOp op,

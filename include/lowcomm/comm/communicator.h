@@ -190,7 +190,7 @@ class Communicator {
   // every rank at its first hierarchical allreduce; nullptr when shm is off, a group spans hosts
   // or mapping failed anywhere (then the groups talk TCP). Collective on first call.
   ShmDomain* nodeShm();
-  bool voteAll(bool ok);  // collective AND over TCP
+  bool voteAll(bool ok, TrafficMeter& meter);  // collective AND over TCP, its traffic on `meter`
 
   std::shared_ptr<net::Store> store_;
   std::string prefix_;

@@ -34,6 +34,7 @@ struct CallSpec {
   comm::DType dtype = comm::DType::f32;
   size_t segment_bytes = 1 << 20;
   int group_size = 0;               // hier
+  size_t node_piece = 0;            // hier: each node's part in shared memory, in pieces of this size (0: over TCP)
   int root = 0;                     // broadcast
   std::vector<int> ranks;           // members (root-communicator ranks); empty = every rank
   std::vector<uint64_t> rank_bytes; // allgatherv: each member's bytes

@@ -14,13 +14,11 @@
 
 namespace lowcomm::comm {
 
-ShmBytes shmReduce(ShmDomain& d, char* buf, size_t count, DType dt, ReduceOp op, bool all_out,
-                   std::chrono::steady_clock::time_point deadline) {
+void shmReduce(ShmDomain& d, char* buf, size_t count, DType dt, ReduceOp op, bool all_out,
+               std::chrono::steady_clock::time_point deadline) {
   const int n = d.size(), me = d.rank();
   const size_t es = dtypeSize(dt);
   const size_t piece_elems = d.piece() / es;
-  const uint64_t readers = all_out ? n - 1 : (me == 0 ? 0 : 1);  // of this rank's result share
-  ShmBytes b;
   for (size_t off = 0; off < count; off += piece_elems) {
     const size_t len = std::min(piece_elems, count - off);
     const uint64_t epoch = d.nextEpoch();
@@ -36,15 +34,13 @@ ShmBytes shmReduce(ShmDomain& d, char* buf, size_t count, DType dt, ReduceOp op,
     d.waitDone(epoch, deadline, "allreduce");
     // result(epoch) is rewritten at epoch + 2 only, after every rank is done with epoch + 1.
     if (all_out || me == 0) std::memcpy(buf + off * es, d.result(epoch), len * es);
-    b.sent += (len - sl + readers * sl) * es;  // slot minus own share, share to its readers
-    b.got += (static_cast<uint64_t>(n - 1) * sl + (all_out || me == 0 ? len - sl : 0)) * es;
   }
-  return b;
 }
 
 void allreduceShm(ShmDomain& d, char* buf, size_t count, DType dt, ReduceOp op, TrafficMeter& meter,
                   const std::string& phase, std::chrono::steady_clock::time_point deadline) {
-  const ShmBytes b = shmReduce(d, buf, count, dt, op, /*all_out=*/true, deadline);
+  shmReduce(d, buf, count, dt, op, /*all_out=*/true, deadline);
+  const NodeBytes b = nodeReduceBytes(count, dtypeSize(dt), d.size(), d.rank(), d.piece(), /*all_out=*/true);
   meter.recordSend("allreduce", phase, b.sent, /*same_host=*/true);
   meter.recordRecv("allreduce", phase, b.got, /*same_host=*/true);
 }

@@ -1,0 +1,49 @@
+#include "sim_node.h"
+
+#include <algorithm>
+
+namespace lowcomm::sim {
+
+namespace sg4 = simgrid::s4u;
+
+SimNode::SimNode(SimExchange& ex, const comm::Group& g, int group_size, size_t piece_bytes)
+    : ex_(ex), piece_(piece_bytes) {
+  const int n = g.size();
+  const int gs = std::max(1, std::min(group_size, n)), first = g.me / gs * gs;
+  me_ = g.me - first;
+  size_ = std::min(n, first + gs) - first;
+  peer_ = g.ranks[first + (me_ == 0 && size_ > 1 ? 1 : 0)];
+  // One barrier per call and node: the call's sequence number and the node leader's rank.
+  const uint64_t key = (static_cast<uint64_t>(ex.seq()) << 32) | static_cast<uint64_t>(g.ranks[first]);
+  barrier_ = ex.network().barrier(key, size_);
+}
+
+void SimNode::reduceToLeader(char*, size_t count, comm::DType dt, comm::ReduceOp) {
+  if (size_ == 1 || count == 0) return;
+  const double bytes = static_cast<double>(count * comm::dtypeSize(dt));
+  sg4::this_actor::execute(bytes);  // into its slot
+  barrier_->wait();
+  sg4::this_actor::execute(bytes);  // its share (bytes / size) copied, then size - 1 sums into it
+  barrier_->wait();
+  if (me_ == 0) sg4::this_actor::execute(bytes);  // the sum out
+  record(comm::nodeReduceBytes(count, comm::dtypeSize(dt), size_, me_, piece_, /*all_out=*/false));
+}
+
+void SimNode::broadcastFromLeader(char*, size_t count, comm::DType dt) {
+  if (size_ == 1 || count == 0) return;
+  const double bytes = static_cast<double>(count * comm::dtypeSize(dt));
+  if (me_ == 0) sg4::this_actor::execute(bytes);
+  barrier_->wait();
+  if (me_ != 0) sg4::this_actor::execute(bytes);
+  barrier_->wait();
+  record(comm::nodeBroadcastBytes(count, comm::dtypeSize(dt), size_, me_));
+}
+
+// As ShmNode: one record per step and direction that moved bytes.
+void SimNode::record(const comm::NodeBytes& b) {
+  SimNetwork& net = ex_.network();
+  if (b.sent > 0) net.count(ex_.rank(), peer_, b.sent, 1);
+  net.recv[ex_.rank()] += b.got;
+}
+
+}  // namespace lowcomm::sim
