@@ -8,12 +8,14 @@
 namespace lowcomm::comm {
 
 void ShmNode::reduceToLeader(char* buf, size_t count, DType dt, ReduceOp op) {
+  if (d_.size() == 1) return;  // a group of one: buf is its sum
   shmReduce(d_, buf, count, dt, op, /*all_out=*/false, deadline_);
   record(nodeReduceBytes(count, dtypeSize(dt), d_.size(), d_.rank(), d_.piece(), /*all_out=*/false));
 }
 
 // Per piece: the leader copies it into the segment's result, the others copy it out.
 void ShmNode::broadcastFromLeader(char* buf, size_t count, DType dt) {
+  if (d_.size() == 1) return;
   const int me = d_.rank();
   const size_t es = dtypeSize(dt), piece = d_.piece() / es;
   for (size_t off = 0; off < count; off += piece) {

@@ -2,6 +2,7 @@
 
 #include <simgrid/s4u/Actor.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "ina.h"
@@ -15,6 +16,15 @@ using comm::Algo;
 
 namespace {
 
+// Whether this rank's group of `gs` contiguous members is on one simulated node (else the real
+// communicator would have run the group's part over TCP).
+bool groupOnOneNode(SimNetwork& net, const comm::Group& g, int gs) {
+  const int first = g.me / gs * gs;
+  for (int i = first; i < std::min(g.size(), first + gs); ++i)
+    if (!net.sameNode(g.ranks[i], g.ranks[first])) return false;
+  return true;
+}
+
 void allreduce(SimExchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf,
                comm::Scratch& scratch) {
   const size_t count = c.bytes / comm::dtypeSize(c.dtype);
@@ -24,7 +34,7 @@ void allreduce(SimExchange& ex, const comm::Group& g, const CallSpec& c, int def
       break;
     case Algo::hierarchical: {
       const int gs = c.group_size > 0 ? c.group_size : default_group;
-      if (c.node_piece > 0) {  // the node's part in its shared memory
+      if (c.node_piece > 0 && groupOnOneNode(ex.network(), g, gs)) {  // the node's part in its shared memory
         SimNode node(ex, g, gs, c.node_piece);
         comm::allreduceHierarchicalNode(ex, g, gs, node, buf, count, c.dtype, comm::ReduceOp::sum, c.segment_bytes,
                                         scratch);

@@ -195,8 +195,10 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
 
 sg4::BarrierPtr SimNetwork::barrier(uint64_t key, int n) {
   auto it = barriers_.find(key);
-  if (it == barriers_.end()) it = barriers_.emplace(key, sg4::Barrier::create(n)).first;
-  return it->second;
+  if (it == barriers_.end()) it = barriers_.emplace(key, std::make_pair(sg4::Barrier::create(n), 0)).first;
+  sg4::BarrierPtr b = it->second.first;
+  if (++it->second.second == n) barriers_.erase(it);
+  return b;
 }
 
 sg4::Mailbox* SimNetwork::mailbox(int src, int dst, uint32_t sub) {

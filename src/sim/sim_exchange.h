@@ -11,6 +11,7 @@
 #include <memory>
 #include <set>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "lowcomm/comm/exchange.h"
@@ -64,7 +65,8 @@ class SimNetwork {
   void posted(int src, int dst, uint64_t slot);
   // Counts `msgs` messages of `bytes` in all from src to dst (sent, inter-node, cross-leaf).
   void count(int src, int dst, uint64_t bytes, uint64_t msgs);
-  // The barrier of `n` ranks named `key` (made by the first to ask; kept for the simulation).
+  // The barrier of `n` ranks named `key` (made by the first of them to ask, forgotten once all n
+  // have theirs).
   simgrid::s4u::BarrierPtr barrier(uint64_t key, int n);
 
   std::vector<uint64_t> sent, recv, messages;
@@ -126,7 +128,7 @@ class SimNetwork {
   std::vector<int> node_of_, leaf_of_;
   std::unordered_map<uint64_t, simgrid::s4u::Mailbox*> boxes_;
   std::unordered_map<uint64_t, std::unique_ptr<Pair>> pairs_;
-  std::unordered_map<uint64_t, simgrid::s4u::BarrierPtr> barriers_;
+  std::unordered_map<uint64_t, std::pair<simgrid::s4u::BarrierPtr, int>> barriers_;  // and how many took it
 };
 
 class SimExchange final : public comm::Exchange {

@@ -7,7 +7,7 @@ namespace lowcomm::sim {
 namespace sg4 = simgrid::s4u;
 
 SimNode::SimNode(SimExchange& ex, const comm::Group& g, int group_size, size_t piece_bytes)
-    : ex_(ex), piece_(piece_bytes) {
+    : ex_(ex), piece_((std::max<size_t>(piece_bytes, 4096) + 4095) / 4096 * 4096) {  // as ShmDomain rounds it
   const int n = g.size();
   const int gs = std::max(1, std::min(group_size, n)), first = g.me / gs * gs;
   me_ = g.me - first;
