@@ -65,6 +65,14 @@ MeteredRun runTraced(int n, const std::function<void(comm::Communicator&, int, T
   return run;
 }
 
+// The time of one message of `bytes` between two ranks on `p` (a broadcast of 2 ranks).
+double oneMessage(const PlatformSpec& p, uint64_t bytes) {
+  CollectiveSpec one;
+  one.op = "broadcast";
+  one.bytes = bytes;
+  return simulateCollective(p, one).time_s;
+}
+
 // Every rank's recorded trace written as one timeline at `path`, read back as programs.
 std::vector<RankProgram> readTraces(const std::string& path, const std::vector<Trace>& traces) {
   nlohmann::json ev = nlohmann::json::array();
@@ -265,11 +273,8 @@ TEST(SimReplay, ARecvWaitsForTheSendersComputeAndTheTransfer) {
   }
   const auto path = tempPath("p2p_step");
   writeTrace(path, ev);
-  CollectiveSpec one;
-  one.op = "broadcast";
-  one.bytes = bytes;
   const auto p = star(2, 1.0);
-  const double transfer_s = simulateCollective(p, one).time_s;  // 2 ranks: one message of `bytes`
+  const double transfer_s = oneMessage(p, bytes);
   const auto r = replay(p, readTimeline(path, {}));
   ASSERT_EQ(r.predicted_step_by_rank.size(), 2u);
   EXPECT_NEAR(r.predicted_step_by_rank[0], 0.010 + transfer_s, 2e-4);
@@ -297,12 +302,7 @@ TEST(SimReplay, AShapedLinkPassesItsBurstAfterAnIdleSpellOnly) {
   const auto path = tempPath("p2p_burst");
   writeTrace(path, ev);
   const auto plain = star(2, 1.0);
-  auto transfer = [&](uint64_t n) {  // one message of n bytes between the 2 nodes, plain links
-    CollectiveSpec one;
-    one.op = "broadcast";
-    one.bytes = n;
-    return simulateCollective(plain, one).time_s;
-  };
+  auto transfer = [&](uint64_t n) { return oneMessage(plain, n); };  // between the 2 nodes, plain links
   auto shaped = plain;
   shaped.link_burst_bytes = static_cast<double>(burst);
   const auto with = replay(shaped, readTimeline(path, {}));
@@ -338,10 +338,7 @@ TEST(SimReplay, ANoticeWaitsBehindTheDataItsLinkIsSending) {
   writeTrace(path, ev);
   auto plain = star(2, 1.0);
   plain.notice_bytes = 114;
-  CollectiveSpec one;
-  one.op = "broadcast";
-  one.bytes = bytes;
-  const double transfer = simulateCollective(plain, one).time_s;  // 8.4 ms at 1 Gbit/s (a notice, the data)
+  const double transfer = oneMessage(plain, bytes);  // 8.4 ms at 1 Gbit/s (a notice, the data)
   const double without = replay(plain, readTimeline(path, {})).predicted_step_by_rank[1];
   auto queued = plain;
   queued.link_queue_s = 0.05;  // longer than the message: the notice waits for all of it
@@ -372,10 +369,7 @@ TEST(SimReplay, ANoticePostedRightAfterItsRanksSendWaitsBehindIt) {
   writeTrace(path, ev);
   auto p = star(2, 1.0);
   p.notice_bytes = 114;
-  CollectiveSpec one;
-  one.op = "broadcast";
-  one.bytes = bytes;
-  const double transfer = simulateCollective(p, one).time_s;
+  const double transfer = oneMessage(p, bytes);
   const double without = replay(p, readTimeline(path, {})).predicted_step_by_rank[1];
   p.link_queue_s = 0.05;
   const double behind = replay(p, readTimeline(path, {})).predicted_step_by_rank[1];
