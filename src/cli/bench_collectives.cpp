@@ -36,6 +36,7 @@ struct Row {
   size_t bytes, count;
   double time_us, algbw, busbw;
   int64_t wrong;
+  size_t node_piece = 0;  // hier allreduce: each node's part ran in shared memory, pieces of this size
 };
 
 double busFactor(const std::string& op, int n) {
@@ -154,7 +155,7 @@ void writeJson(const std::string& path, const std::vector<Row>& rows) {
   for (const auto& r : rows)
     arr.push_back({{"op", r.op}, {"algo", r.algo}, {"backend", r.backend}, {"world", r.world}, {"dtype", r.dtype},
                    {"bytes", r.bytes}, {"time_us", r.time_us}, {"algbw_GBps", r.algbw}, {"busbw_GBps", r.busbw},
-                   {"wrong", r.wrong}});
+                   {"wrong", r.wrong}, {"node_piece", r.node_piece}});
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp);
@@ -251,6 +252,7 @@ int worker(const CollectiveBenchOptions& o) {
         if (op == "allgather" && algo == Algo::automatic)
           shown = comm::algoName(comm::autoAllgather(n, c.options().group_size));
         rows.push_back(makeRow(k, shown, "lowcomm", real_bytes, us, wrong));
+        if (op == "allreduce" && algo == Algo::hierarchical) rows.back().node_piece = c.nodePiece();
         if (rank == 0) printRow(rows.back());
       }
       for (auto& [name, base] : backends) {

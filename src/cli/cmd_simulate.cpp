@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/comm/communicator.h"
 #include "lowcomm/sim/calibrate.h"
 #include "lowcomm/sim/collectives.h"
 #include "simulate_commands.h"
@@ -38,8 +40,10 @@ int simulateCollectives(int argc, char** argv) {
   sim::PlatformSpec p;
   std::string setting = "4x1@1gbit", sizes = "4B:256MiB", ops = "allreduce", algos = "ring,hd", dtype = "f32", json,
               calibration;
-  double latency_us = p.link_latency_s * 1e6, reduce_gbps = p.reduce_Bps / 1e9, loopback_gbps = p.loopback_Bps / 1e9;
-  size_t segment = 1 << 20;
+  double latency_us = p.link_latency_s * 1e6, reduce_gbps = p.reduce_Bps / 1e9, loopback_gbps = p.loopback_Bps / 1e9,
+         node_memory_gbps = p.node_memory_Bps / 1e9;
+  size_t segment = 1 << 20, shm_piece = comm::CommOptions{}.shm_piece_bytes;
+  std::string shm = "auto";
   int group_size = 0;
   std::string topology = "star";
   CLI::App app{"Simulate collectives on a modelled cluster (SimGrid): the same algorithm code as the communicator"};
@@ -61,6 +65,11 @@ int simulateCollectives(int argc, char** argv) {
   app.add_option("--bandwidth-factor", p.bandwidth_factor, "achieved / nominal link rate")->capture_default_str();
   app.add_option("--reduce-gbps", reduce_gbps, "a core's reduction and copy speed, GB/s")->capture_default_str();
   app.add_option("--loopback-gbps", loopback_gbps, "bandwidth between ranks of one node, GB/s")->capture_default_str();
+  app.add_option("--node-memory-gbps", node_memory_gbps,
+                 "a rank's copy and sum speed in its node's shared memory (hier), GB/s")->capture_default_str();
+  app.add_option("--shm", shm, "hier allreduce: each node's part in shared memory (auto, as the communicator) or over TCP (off)")
+      ->capture_default_str();
+  app.add_option("--shm-piece", shm_piece, "hier in shared memory: the segment's piece, bytes")->capture_default_str();
   app.add_option("--cores", p.cores, "cores per node")->capture_default_str();
   app.add_option("--json", json, "write all rows to this JSON file");
   app.add_option("--calibration", calibration,
@@ -74,7 +83,9 @@ int simulateCollectives(int argc, char** argv) {
     p.link_latency_s = latency_us * 1e-6;
     p.reduce_Bps = reduce_gbps * 1e9;
     p.loopback_Bps = loopback_gbps * 1e9;
+    p.node_memory_Bps = node_memory_gbps * 1e9;
   }
+  if (shm != "auto" && shm != "off") throw ConfigError("--shm '" + shm + "': expected auto or off");
   useSetting(p, parsed);
   if (topology != "star" && topology != "rail")
     throw ConfigError("--topology '" + topology + "': simulate collectives runs on star or rail (fat-tree and torus: "
@@ -107,6 +118,7 @@ int simulateCollectives(int argc, char** argv) {
         s.dtype = dt;
         s.segment_bytes = segment;
         s.group_size = group_size;
+        if (op == "allreduce" && s.algo == comm::Algo::hierarchical && shm == "auto") s.node_piece = shm_piece;
         sim::PlatformSpec run = p;
         run.in_network_aggregation = ina;
         const auto r = sim::simulateCollective(run, s);
@@ -137,14 +149,15 @@ int simulateCollectives(int argc, char** argv) {
 void printCalibration(const sim::Calibration& c) {
   std::printf("#%11s %15s %9s %14s %14s %8s\n", "size (B)", "op", "algo", "measured_us", "simulated_us", "error");
   for (const auto& r : c.rows)
-    std::printf("%12zu %15s %9s %14.1f %14.1f %7.1f%%\n", r.measured.bytes, r.measured.op.c_str(), r.measured.algo.c_str(),
+    std::printf("%12zu %15s %9s %14.1f %14.1f %7.1f%%\n", r.measured.bytes, r.measured.op.c_str(),
+                (r.measured.algo + (r.measured.node_piece ? "+shm" : "")).c_str(),
                 r.measured.time_s * 1e6, r.simulated_s * 1e6, r.error * 100);
   std::printf("# mean |error| %.1f %%, max %.1f %%\n", c.mean_abs_error * 100, c.max_abs_error * 100);
 }
 
 // Fits the links' achieved rate and latency to `bench collectives --cluster` rows of one setting.
 int simulateCalibrate(int argc, char** argv) {
-  std::string setting, measured, out, timeline, base;
+  std::string setting, measured, out, timeline, node_timeline, base;
   size_t segment = 1 << 20;
   sim::PlatformSpec p;
   bool fit = true, call_overheads = false;
@@ -155,6 +168,9 @@ int simulateCalibrate(int argc, char** argv) {
   app.add_option("--measured", measured, "bench collectives --json output");
   app.add_option("--timeline", timeline,
                  "a lowcomm train --timeline of a run on this setting: fits the time per message (after the links)");
+  app.add_option("--node-timeline", node_timeline,
+                 "a lowcomm train --timeline whose hier allreduces ran in shared memory (node_piece): fits the node "
+                 "memory's rate in training (after the time per message)");
   app.add_option("--timeline-steps", steps, "steps of the timeline replayed per trial")->capture_default_str();
   app.add_option("--calibration", base, "start from this calibration instead of fitting links (with --timeline)");
   app.add_option("--segment", segment, "the --segment the rows were measured with, bytes")->capture_default_str();
@@ -167,7 +183,8 @@ int simulateCalibrate(int argc, char** argv) {
   if (!parseArgs(app, argc, argv)) return 0;
   const auto parsed = sim::parseSetting(setting);
   useSetting(p, parsed);
-  if (measured.empty() && timeline.empty()) throw ConfigError("simulate calibrate: give --measured, --timeline or both");
+  if (measured.empty() && timeline.empty() && node_timeline.empty())
+    throw ConfigError("simulate calibrate: give --measured, --timeline, --node-timeline or several");
   if (call_overheads && !fit) throw ConfigError("simulate calibrate: --call-overheads fits; it does not go with --no-fit");
   if (!base.empty() && !measured.empty())
     throw ConfigError("simulate calibrate: --calibration replaces fitting --measured rows; give one of them");
@@ -185,6 +202,9 @@ int simulateCalibrate(int argc, char** argv) {
                 c.platform.link_Bps * c.platform.bandwidth_factor * 8 / 1e6, c.platform.link_latency_s * 1e6,
                 rows.size());
     for (const auto& [key, h] : c.platform.call_overhead_s) std::printf("# host time per call %s: %.1f us\n", key.c_str(), h * 1e6);
+    if (std::any_of(rows.begin(), rows.end(), [](const sim::MeasuredRow& r) { return r.node_piece > 0; }))
+      std::printf("# node memory (hier in shared memory): %.2f GB/s per rank%s\n", c.platform.node_memory_Bps / 1e9,
+                  c.node_memory_fitted || !fit ? "" : " (kept: the rows do not pin it, e.g. the links hide it)");
     printCalibration(c);
   }
   if (!timeline.empty()) {
@@ -194,6 +214,15 @@ int simulateCalibrate(int argc, char** argv) {
     std::printf("# %s: %.1f us per message at the sender (the replay of %s, %d steps: %.2f ms per step against "
                 "%.2f ms measured)\n",
                 setting.c_str(), f.platform.message_overhead_s * 1e6, timeline.c_str(), steps, f.predicted_step_s * 1e3,
+                f.measured_step_s * 1e3);
+  }
+  if (!node_timeline.empty()) {
+    const auto programs = sim::readTimeline(node_timeline, {0, steps});
+    const auto f = sim::fitNodeMemory(c.platform, programs);
+    c.platform = f.platform;
+    std::printf("# %s: node memory at %.2f GB/s per rank in training (the replay of %s, %d steps: %.2f ms per step "
+                "against %.2f ms measured)\n",
+                setting.c_str(), f.platform.node_memory_Bps / 1e9, node_timeline.c_str(), steps, f.predicted_step_s * 1e3,
                 f.measured_step_s * 1e3);
   }
   if (!out.empty()) sim::saveCalibration(out, setting, c);

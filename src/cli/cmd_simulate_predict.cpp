@@ -76,6 +76,10 @@ int simulatePredict(int argc, char** argv) {
   app.add_option("--leaf-size", base.leaf_size, "fat-tree: nodes per leaf switch")->capture_default_str();
   app.add_option("--oversubscription", base.oversubscription, "fat-tree: a leaf's node links over its uplinks")
       ->capture_default_str();
+  app.add_option("--shm-piece", po.node_piece,
+                 "hier allreduce: each node's part in shared memory in pieces of this many bytes, as the communicator "
+                 "with comm.shm = auto (0: over TCP, comm.shm = off)")
+      ->capture_default_str();
   app.add_option("--algo", po.algo, "allreduce algorithm: auto, recorded, ring, hd, hier or rails (allgather: ring, hier or recorded as named, else automatic)")->capture_default_str();
   app.add_flag("--ina", base.in_network_aggregation,
                "in-network aggregation: the star's switch sums every allreduce (SwitchML-like; one rank per node)");
@@ -99,6 +103,7 @@ int simulatePredict(int argc, char** argv) {
   if (!calibration.empty()) {
     const auto cal = sim::loadCalibration(calibration);
     base.reduce_Bps = cal.reduce_Bps, base.cores = cal.cores, base.loopback_Bps = cal.loopback_Bps;
+    base.node_memory_Bps = cal.node_memory_Bps;
     base.message_overhead_s = cal.message_overhead_s, base.notice_bytes = cal.notice_bytes;
   }
   base.link_Bps = sim::parseRate(rate) / 8;

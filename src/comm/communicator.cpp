@@ -160,10 +160,17 @@ ShmDomain* Communicator::nodeShm() {
                                   std::min(size_, first + gs) - first, opts_.shm_piece_bytes, connectTimeout(opts_),
                                   [&](bool ok) { return voteAll(ok, setup); });
   } catch (const ConfigError&) {
-    if (opts_.shm == ShmMode::on) throw;
+    // With shm = on every rank failed alike (the vote): each later call tries again and fails
+    // the same way rather than falling back to TCP after a caught first error.
+    if (opts_.shm == ShmMode::on) {
+      node_shm_tried_ = false;
+      throw;
+    }
   }
   return node_shm_.get();
 }
+
+size_t Communicator::nodePiece() const { return node_shm_ ? node_shm_->piece() : 0; }
 
 void Communicator::setPhase(const std::string& phase) { phase_ = phase; }
 const std::string& Communicator::phase() const { return phase_; }

@@ -97,7 +97,9 @@ std::vector<MeasuredRow> readMeasured(const std::string& path) {
     for (const char* key : {"op", "algo", "backend", "bytes", "time_us"})
       if (!row.contains(key)) throw ConfigError("'" + path + "': a row has no '" + key + "'");
     if (row["backend"] != "lowcomm" || !simulated(row["op"], row["algo"])) continue;
-    out.push_back({row["op"], row["algo"], row["bytes"].get<size_t>(), row["time_us"].get<double>() * 1e-6});
+    // Files written before `node_piece` existed: hier over TCP (which they measured).
+    const size_t piece = row.contains("node_piece") ? row["node_piece"].get<size_t>() : 0;
+    out.push_back({row["op"], row["algo"], row["bytes"].get<size_t>(), row["time_us"].get<double>() * 1e-6, piece});
   }
   if (out.empty())
     throw ConfigError("'" + path + "' has no rows the simulator can replay (backend lowcomm; ring, hd, hier, ordered, tree "
@@ -115,6 +117,7 @@ CollectiveSpec specFor(const MeasuredRow& row, const PlatformSpec& p, size_t seg
                           : 4;
   s.bytes = std::max(unit, row.bytes / unit * unit);
   s.segment_bytes = segment_bytes;
+  s.node_piece = row.node_piece;
   return s;
 }
 
@@ -137,10 +140,13 @@ Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>&
                       bool call_overheads) {
   PlatformSpec p = start;
   if (call_overheads) p.call_overhead_s.clear();
-  const auto large = [](const MeasuredRow& r) { return r.bytes >= (1u << 20); };
+  const auto large = [](const MeasuredRow& r) { return r.bytes >= (1u << 20) && r.node_piece == 0; };
+  const auto node = [](const MeasuredRow& r) { return r.bytes >= (1u << 20) && r.node_piece > 0; };
   const auto small = [](const MeasuredRow& r) { return r.bytes < (1u << 20); };
   const bool any_large = std::any_of(rows.begin(), rows.end(), large);
+  const bool any_node = std::any_of(rows.begin(), rows.end(), node);
   const bool any_small = std::any_of(rows.begin(), rows.end(), small);
+  bool node_fitted = false;
   for (int round = 0; round < 2; ++round) {
     if (any_large)
       p.bandwidth_factor = goldenMin(
@@ -150,6 +156,18 @@ Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>&
             return loss(q, rows, segment_bytes, large);
           },
           0.3, 1.2, 18);
+    if (any_node) {  // over 100 MB/s to 100 GB/s, in log10 of the rate
+      const double lg = goldenMin(
+          [&](double x) {
+            PlatformSpec q = p;
+            q.node_memory_Bps = std::pow(10.0, x);
+            return loss(q, rows, segment_bytes, node);
+          },
+          8.0, 11.0, 18);
+      // At a bound the rows do not pin it (e.g. slow links hide the node's copies): start's stays.
+      node_fitted = lg > 8.05 && lg < 10.95;
+      p.node_memory_Bps = node_fitted ? std::pow(10.0, lg) : start.node_memory_Bps;
+    }
     if (any_small && !call_overheads)
       p.link_latency_s = goldenMin(
           [&](double lat) {
@@ -164,14 +182,17 @@ Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>&
       p.call_overhead_s = fitCallOverheads(q, rows, segment_bytes, small, simulateRows(q, rows, segment_bytes, small));
     }
   }
-  return evaluate(p, rows, segment_bytes);
+  Calibration c = evaluate(p, rows, segment_bytes);
+  c.node_memory_fitted = node_fitted;
+  return c;
 }
 
 void saveCalibration(const std::string& path, const std::string& setting, const Calibration& c) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : c.rows)
     rows.push_back({{"op", r.measured.op}, {"algo", r.measured.algo}, {"bytes", r.measured.bytes},
-                    {"measured_s", r.measured.time_s}, {"simulated_s", r.simulated_s}, {"error", r.error}});
+                    {"node_piece", r.measured.node_piece}, {"measured_s", r.measured.time_s},
+                    {"simulated_s", r.simulated_s}, {"error", r.error}});
   const nlohmann::json j = {{"setting", setting},
                             {"nodes", c.platform.nodes},
                             {"ppn", c.platform.ppn},
@@ -180,6 +201,7 @@ void saveCalibration(const std::string& path, const std::string& setting, const 
                             {"link_latency_s", c.platform.link_latency_s},
                             {"loopback_Bps", c.platform.loopback_Bps},
                             {"reduce_Bps", c.platform.reduce_Bps},
+                            {"node_memory_Bps", c.platform.node_memory_Bps},
                             {"cores", c.platform.cores},
                             {"notice_bytes", c.platform.notice_bytes},
                             {"message_overhead_s", c.platform.message_overhead_s},
@@ -222,6 +244,7 @@ PlatformSpec loadCalibration(const std::string& path) {
   num("reduce_Bps", p.reduce_Bps);
   // Files written before these existed: the defaults.
   if (j.contains("notice_bytes")) num("notice_bytes", p.notice_bytes);
+  if (j.contains("node_memory_Bps")) num("node_memory_Bps", p.node_memory_Bps);
   if (j.contains("message_overhead_s")) num("message_overhead_s", p.message_overhead_s);
   if (j.contains("link_burst_bytes")) num("link_burst_bytes", p.link_burst_bytes);
   if (j.contains("link_queue_s")) num("link_queue_s", p.link_queue_s);
@@ -241,21 +264,36 @@ PlatformSpec loadCalibration(const std::string& path) {
   return p;
 }
 
-OverheadFit fitMessageOverhead(const PlatformSpec& start, const std::vector<RankProgram>& programs) {
+namespace {
+
+// The value of `start`.*field, value(x) for x in [lo, hi], whose replay of `programs` predicts
+// their measured mean step time (golden section on the log error); start's other values stay.
+OverheadFit fitHostValue(const PlatformSpec& start, const std::vector<RankProgram>& programs,
+                         double PlatformSpec::*field, double lo, double hi, double (*value)(double)) {
   OverheadFit fit;
   fit.platform = start;
-  auto err = [&](double h) {
+  auto err = [&](double x) {
     PlatformSpec q = start;
-    q.message_overhead_s = h;
+    q.*field = value(x);
     const auto r = replay(q, programs);
-    fit.measured_step_s = r.measured_step_s;
     return std::abs(std::log(r.predicted_step_s / r.measured_step_s));
   };
-  fit.platform.message_overhead_s = goldenMin(err, 0.0, 5e-3, 14);
+  fit.platform.*field = value(goldenMin(err, lo, hi, 14));
   const auto r = replay(fit.platform, programs);
   fit.measured_step_s = r.measured_step_s;
   fit.predicted_step_s = r.predicted_step_s;
   return fit;
+}
+
+}  // namespace
+
+OverheadFit fitMessageOverhead(const PlatformSpec& start, const std::vector<RankProgram>& programs) {
+  return fitHostValue(start, programs, &PlatformSpec::message_overhead_s, 0.0, 5e-3, [](double x) { return x; });
+}
+
+OverheadFit fitNodeMemory(const PlatformSpec& start, const std::vector<RankProgram>& programs) {
+  return fitHostValue(start, programs, &PlatformSpec::node_memory_Bps, 8.0, 11.0,
+                      [](double lg) { return std::pow(10.0, lg); });
 }
 
 }  // namespace lowcomm::sim

@@ -66,6 +66,7 @@ void validate(const PlatformSpec& p) {
   if (!(p.link_Bps > 0)) bad("link_Bps", "must be positive");
   if (!(p.loopback_Bps > 0)) bad("loopback_Bps", "must be positive");
   if (!(p.reduce_Bps > 0)) bad("reduce_Bps", "must be positive");
+  if (!(p.node_memory_Bps > 0)) bad("node_memory_Bps", "must be positive");
   if (!(p.bandwidth_factor > 0) || p.bandwidth_factor > 1.5) bad("bandwidth_factor", "must be in (0, 1.5]");
   if (p.link_latency_s < 0 || p.loopback_latency_s < 0) bad("latency", "must not be negative");
   if (!(p.notice_bytes >= 0)) bad("notice_bytes", "must not be negative");

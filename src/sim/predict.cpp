@@ -59,7 +59,8 @@ int groupSize(const CallSpec& c, int recorded_world, const PlatformSpec& p, cons
 
 // `c` at the new world, over the whole world or (members < world) over the caller's group, whose
 // ranks extrapolate() fills in per rank.
-CallSpec rescale(const CallSpec& c, int recorded_world, int members, const PlatformSpec& p, const std::string& algo) {
+CallSpec rescale(const CallSpec& c, int recorded_world, int members, const PlatformSpec& p, const PredictOptions& opts) {
+  const std::string& algo = opts.algo;
   CallSpec out = c;
   out.ranks.clear();
   const auto n = static_cast<uint64_t>(members);
@@ -67,6 +68,7 @@ CallSpec rescale(const CallSpec& c, int recorded_world, int members, const Platf
   if (c.op == "allreduce") {
     out.algo = allreduceAlgo(c, members, p, algo);
     out.group_size = p.ppn;
+    if (algo != "recorded" && out.algo == comm::Algo::hierarchical && out.node_piece == 0) out.node_piece = opts.node_piece;
   } else if (c.op == "broadcast") {  // what the communicator would choose at the new size
     if (algo != "recorded") out.algo = comm::autoBroadcast(c.bytes, static_cast<int>(n), c.segment_bytes);
   } else if (c.op == "allgatherv") {
@@ -107,7 +109,7 @@ std::vector<RankProgram> extrapolate(const RankProgram& rank0, int recorded_worl
                         "`simulate replay` runs such a timeline at its own size");
     group[i] = groupSize(p.calls[i], recorded_world, platform, opts.groups);
     grouped = grouped || group[i] > 0;
-    p.calls[i] = rescale(p.calls[i], recorded_world, group[i] > 0 ? group[i] : n, platform, opts.algo);
+    p.calls[i] = rescale(p.calls[i], recorded_world, group[i] > 0 ? group[i] : n, platform, opts);
   }
   auto faster = [&opts](std::vector<ReplayItem>& items) {
     for (auto& it : items)

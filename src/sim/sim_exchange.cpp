@@ -29,6 +29,7 @@ SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> no
       queue_s_(p.link_queue_s),
       queue_Bps_(p.link_Bps * p.bandwidth_factor),
       call_overhead_s_(p.call_overhead_s),
+      node_memory_work_(p.reduce_Bps / p.node_memory_Bps),
       host_of_(std::move(host_of_rank)),
       node_of_(std::move(node_of)) {
   for (int r = 0; r < world_; ++r) leaf_of_.push_back(p.leafOfRank(r));

@@ -52,6 +52,9 @@ class SimNetwork {
   bool sameNode(int a, int b) const { return node_of_[a] == node_of_[b]; }
   bool otherLeaf(int a, int b) const { return leaf_of_[a] != leaf_of_[b]; }
   int world() const { return world_; }
+  // The host work ("flops" at reduce_Bps) of copying or summing `bytes` in a node's shared
+  // memory (PlatformSpec::node_memory_Bps).
+  double nodeMemoryWork(double bytes) const { return bytes * node_memory_work_; }
   // PlatformSpec::call_overhead_s of "op/algo" (0 when it has none).
   double callOverhead(const std::string& key) const {
     const auto it = call_overhead_s_.find(key);
@@ -124,6 +127,7 @@ class SimNetwork {
   double burst_bytes_, burst_Bps_, queue_s_, queue_Bps_;
   std::vector<Bucket> out_, in_;  // per node: its way out to the switch, its way in
   std::map<std::string, double> call_overhead_s_;
+  double node_memory_work_;  // reduce_Bps / node_memory_Bps
   std::vector<simgrid::s4u::Host*> host_of_;
   std::vector<int> node_of_, leaf_of_;
   std::unordered_map<uint64_t, simgrid::s4u::Mailbox*> boxes_;

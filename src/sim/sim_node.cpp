@@ -20,7 +20,7 @@ SimNode::SimNode(SimExchange& ex, const comm::Group& g, int group_size, size_t p
 
 void SimNode::reduceToLeader(char*, size_t count, comm::DType dt, comm::ReduceOp) {
   if (size_ == 1 || count == 0) return;
-  const double bytes = static_cast<double>(count * comm::dtypeSize(dt));
+  const double bytes = ex_.network().nodeMemoryWork(static_cast<double>(count * comm::dtypeSize(dt)));
   sg4::this_actor::execute(bytes);  // into its slot
   barrier_->wait();
   sg4::this_actor::execute(bytes);  // its share (bytes / size) copied, then size - 1 sums into it
@@ -31,7 +31,7 @@ void SimNode::reduceToLeader(char*, size_t count, comm::DType dt, comm::ReduceOp
 
 void SimNode::broadcastFromLeader(char*, size_t count, comm::DType dt) {
   if (size_ == 1 || count == 0) return;
-  const double bytes = static_cast<double>(count * comm::dtypeSize(dt));
+  const double bytes = ex_.network().nodeMemoryWork(static_cast<double>(count * comm::dtypeSize(dt)));
   if (me_ == 0) sg4::this_actor::execute(bytes);
   barrier_->wait();
   if (me_ != 0) sg4::this_actor::execute(bytes);

@@ -3,8 +3,8 @@
 // barrier of the node's ranks. Summing: every rank copies its buffer into its slot, the node waits
 // for all, each sums its share over the slots, waits, and the leader copies the sum out;
 // broadcasting: the leader copies in, the others copy out after a barrier. Copies and sums are
-// computations at the host's speed (PlatformSpec::reduce_Bps), whole buffers at once (the
-// segment's pieces only pipeline them). Bytes and records as the real meter counts them
+// computations at the node memory's speed (PlatformSpec::node_memory_Bps), whole buffers at once
+// (the segment's pieces only pipeline them). Bytes and records as the real meter counts them
 // (nodeReduceBytes, nodeBroadcastBytes): on no link.
 #pragma once
 

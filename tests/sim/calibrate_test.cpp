@@ -5,10 +5,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/sim/calibrate.h"
+#include "timeline_fixture.h"
 #include "train/temp_dir.h"
 
 using namespace lowcomm;
@@ -37,6 +40,65 @@ TEST(SimCalibrate, RecoversTheLinksItWasMeasuredOn) {
   EXPECT_NEAR(c.platform.link_latency_s, 80e-6, 8e-6);
   EXPECT_LT(c.max_abs_error, 0.02);
   ASSERT_EQ(c.rows.size(), rows.size());
+}
+
+// hier rows whose node part ran in shared memory fit the node memory's rate; the links come
+// from the other rows alone (a wrong node rate cannot bend them).
+TEST(SimCalibrate, RecoversTheNodeMemoryFromHierRowsInSharedMemory) {
+  PlatformSpec truth = parseSetting("2x2@1gbit");
+  truth.bandwidth_factor = 0.9;
+  truth.node_memory_Bps = 6e9;
+  std::vector<MeasuredRow> rows;
+  for (const auto& [algo, bytes, piece] : std::vector<std::tuple<std::string, size_t, size_t>>{
+           {"ring", 4u << 20, 0}, {"ring", 16u << 20, 0}, {"hier", 16u << 20, 0},
+           {"hier", 4u << 20, 256u << 10}, {"hier", 16u << 20, 256u << 10}, {"hier", 64u << 20, 256u << 10}}) {
+    MeasuredRow r{"allreduce", algo, bytes, 0, piece};
+    r.time_s = simulateCollective(truth, specFor(r, truth, 1 << 20)).time_s;
+    rows.push_back(r);
+  }
+  // The node rows depend on the rate: twice as fast memory makes them faster, TCP rows not.
+  PlatformSpec fast = truth;
+  fast.node_memory_Bps = 12e9;
+  EXPECT_LT(simulateCollective(fast, specFor(rows[4], fast, 1 << 20)).time_s, rows[4].time_s * 0.99);
+  EXPECT_DOUBLE_EQ(simulateCollective(fast, specFor(rows[2], fast, 1 << 20)).time_s, rows[2].time_s);
+  const auto c = calibrate(parseSetting("2x2@1gbit"), rows, 1 << 20);
+  EXPECT_NEAR(c.platform.bandwidth_factor, 0.9, 0.01);
+  EXPECT_NEAR(c.platform.node_memory_Bps / 6e9, 1.0, 0.05);
+  EXPECT_TRUE(c.node_memory_fitted);
+  EXPECT_LT(c.max_abs_error, 0.01);
+
+  // Node rows faster than even free copies allow: no rate explains them, the start's stays.
+  PlatformSpec free_copies = truth;
+  free_copies.node_memory_Bps = 1e13;
+  for (auto& r : rows)
+    if (r.node_piece > 0) r.time_s = 0.9 * simulateCollective(free_copies, specFor(r, truth, 1 << 20)).time_s;
+  PlatformSpec start = parseSetting("2x2@1gbit");
+  start.node_memory_Bps = 3e9;
+  const auto kept = calibrate(start, rows, 1 << 20);
+  EXPECT_FALSE(kept.node_memory_fitted);
+  EXPECT_DOUBLE_EQ(kept.platform.node_memory_Bps, 3e9);
+  EXPECT_NEAR(kept.platform.bandwidth_factor, 0.9, 0.01);
+}
+
+// A DDP timeline whose allreduces ran hier in shared memory: the node memory's rate that made its
+// steps is what the fit finds (the measured steps set to a replay at 0.5 GB/s).
+TEST(SimCalibrate, FitsTheNodeMemoryToATimeline) {
+  const auto path = fixture::tempPath("node_memory");
+  fixture::writeTrace(path, fixture::ddpSteps(4, 1u << 20, 15));
+  auto programs = readTimeline(path, {});
+  for (auto& p : programs)
+    for (auto& c : p.calls)
+      if (c.op == "allreduce") c.algo = comm::Algo::hierarchical, c.group_size = 2, c.node_piece = 256 << 10;
+  PlatformSpec truth = parseSetting("2x2@1gbit");
+  truth.node_memory_Bps = 0.5e9;
+  const auto r = replay(truth, programs);
+  for (size_t i = 0; i < programs.size(); ++i)
+    std::fill(programs[i].measured_step_s.begin(), programs[i].measured_step_s.end(), r.predicted_step_by_rank[i]);
+  const auto fit = fitNodeMemory(parseSetting("2x2@1gbit"), programs);
+  EXPECT_NEAR(fit.platform.node_memory_Bps / 0.5e9, 1.0, 0.03);
+  EXPECT_NEAR(fit.predicted_step_s / fit.measured_step_s, 1.0, 1e-3);
+  EXPECT_DOUBLE_EQ(fit.platform.message_overhead_s, 0);  // the other host values stay
+  std::remove(path.c_str());
 }
 
 // A host time per call delays exactly the calls of its op and algorithm.
@@ -86,10 +148,15 @@ TEST(SimCalibrate, ReadsBenchCollectivesRowsAndNamesBadFiles) {
   write(good, R"([{"op":"allreduce","algo":"ring","backend":"lowcomm","world":4,"bytes":4194304,"time_us":52632.7},
                   {"op":"allreduce","algo":"gloo","backend":"c10d-gloo","world":4,"bytes":4194304,"time_us":52635.1},
                   {"op":"allreduce","algo":"auto","backend":"lowcomm","world":4,"bytes":4194304,"time_us":52000},
-                  {"op":"broadcast","algo":"tree","backend":"lowcomm","world":4,"bytes":4194304,"time_us":70219.7}])");
+                  {"op":"broadcast","algo":"tree","backend":"lowcomm","world":4,"bytes":4194304,"time_us":70219.7},
+                  {"op":"allreduce","algo":"hier","backend":"lowcomm","world":4,"bytes":4194304,"time_us":40000,
+                   "node_piece":262144}])");
   const auto rows = readMeasured(good);
-  ASSERT_EQ(rows.size(), 2u);  // the c10d row and the `auto` row are skipped
+  ASSERT_EQ(rows.size(), 3u);  // the c10d row and the `auto` row are skipped
   EXPECT_EQ(rows[1].op, "broadcast");
+  EXPECT_EQ(rows[1].node_piece, 0u);  // no field: over TCP
+  EXPECT_EQ(rows[2].node_piece, 262144u);
+  EXPECT_EQ(specFor(rows[2], parseSetting("2x2@1gbit"), 1 << 20).node_piece, 262144u);
   EXPECT_NEAR(rows[0].time_s, 0.0526327, 1e-9);
   const auto bad = (d.path / "bad.json").string();
   write(bad, R"({"op": 1})");
@@ -110,6 +177,7 @@ TEST(SimCalibrate, SavedPlatformLoadsBack) {
   p.bandwidth_factor = 0.93;
   p.link_latency_s = 42e-6;
   p.call_overhead_s = {{"allreduce/hier", 3.5e-3}};
+  p.node_memory_Bps = 7.5e9;
   const std::vector<MeasuredRow> rows = {{"allreduce", "ring", 1u << 20, 0.2}};
   const auto c = evaluate(p, rows, 1 << 20);
   const auto path = (d.path / "cal.json").string();
@@ -120,6 +188,7 @@ TEST(SimCalibrate, SavedPlatformLoadsBack) {
   EXPECT_DOUBLE_EQ(q.bandwidth_factor, 0.93);
   EXPECT_DOUBLE_EQ(q.link_latency_s, 42e-6);
   EXPECT_EQ(q.call_overhead_s, p.call_overhead_s);
+  EXPECT_DOUBLE_EQ(q.node_memory_Bps, 7.5e9);
   EXPECT_DOUBLE_EQ(q.link_burst_bytes, 131072.0);  // tools/cluster's tbf at 100 Mbit/s
   EXPECT_DOUBLE_EQ(q.link_queue_s, kEmulatedQueueS);
   write(path, R"({"nodes": 2})");

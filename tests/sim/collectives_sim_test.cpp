@@ -147,7 +147,20 @@ TEST(SimCollectives, HierarchicalInNodeMemoryMatchesTheRealCommunicator) {
   s.group_size = 2;
   const double tcp = simulateCollective(p, s).time_s;
   s.node_piece = 256 << 10;
-  EXPECT_LT(simulateCollective(p, s).time_s, tcp);
+  const double node = simulateCollective(p, s).time_s;
+  EXPECT_LT(node, tcp);
+  // The node's copies at node_memory_Bps: the leader copies in, sums its share and copies out, then
+  // copies the result in for the broadcast (4 x 1 MiB), the others copy it out after it (+1 MiB),
+  // one after the other; the TCP version has no shared memory.
+  const auto with_rate = [&](double bps) {
+    auto q = p;
+    q.node_memory_Bps = bps;
+    return simulateCollective(q, s).time_s;
+  };
+  EXPECT_NEAR(with_rate(1e9) - with_rate(2e9), 5.0 * (1 << 20) * (1 / 1e9 - 1 / 2e9), 1e-6);
+  s.node_piece = 0;
+  p.node_memory_Bps = 1e9;
+  EXPECT_DOUBLE_EQ(simulateCollective(p, s).time_s, tcp);
 }
 
 // The hierarchical allgather moves what the real communicator moves (2 x 2, 4 x 2, 3 x 4), and

@@ -111,7 +111,19 @@ TEST(SimPredict, AutoChoosesWhatTheCommunicatorWould) {
   EXPECT_EQ(extrapolate(big, 2, p, {})[0].calls[0].algo, comm::Algo::ring);
   auto p2 = p;
   p2.ppn = 2;
-  EXPECT_EQ(extrapolate(big, 2, p2, {})[0].calls[0].algo, comm::Algo::hierarchical);
+  const auto node = extrapolate(big, 2, p2, {});
+  EXPECT_EQ(node[0].calls[0].algo, comm::Algo::hierarchical);
+  // Its node part in shared memory, as the communicator would run it; over TCP with no piece.
+  EXPECT_EQ(node[0].calls[0].node_piece, comm::CommOptions{}.shm_piece_bytes);
+  PredictOptions tcp;
+  tcp.node_piece = 0;
+  const auto over_tcp = extrapolate(big, 2, p2, tcp);
+  EXPECT_EQ(over_tcp[0].calls[0].node_piece, 0u);
+  auto fast_memory = p2;  // node memory far faster than the loopback: the node version is faster
+  fast_memory.node_memory_Bps = 1e12;
+  const auto r_node = replay(fast_memory, node), r_tcp = replay(fast_memory, over_tcp);
+  EXPECT_EQ(r_node.inter_node_sent, r_tcp.inter_node_sent);  // the leaders' ring alike
+  EXPECT_LT(r_node.predicted_step_s, r_tcp.predicted_step_s);
   // An allgatherv: the ring on one rank per node, hierarchical on 2 per node, as recorded if asked.
   for (auto& c : big.calls) c.op = "allgatherv", c.rank_bytes = {c.bytes / 2, c.bytes / 2};
   EXPECT_EQ(extrapolate(big, 2, p, {})[0].calls[0].algo, comm::Algo::ring);

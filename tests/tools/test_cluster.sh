@@ -189,6 +189,21 @@ assert not bad, f"wrong elements: {bad}"
 PY
 ok "bench collectives --cluster: allreduce ring/hd at 4KiB and 1MiB, every row wrong == 0"
 
+# d2. hier on 2 x 2: each node's part in shared memory unless --shm off, and the rows say which
+# (node_piece: what `simulate calibrate` replays).
+for shm in auto off; do
+  "$LOWCOMM" bench collectives --cluster "$P" --nproc 4 --procs-per-node 2 --sizes 1MiB --algos hier --no-baseline \
+    --seconds 0.2 --shm $shm --json "$tmp/hier_$shm.json" >"$tmp/hier.out" 2>&1 || { rc=$?; cat "$tmp/hier.out"; fail "bench collectives hier --shm $shm: exit $rc"; }
+done
+$PY - "$tmp/hier_auto.json" "$tmp/hier_off.json" <<'PY' || fail "hier rows"
+import json, sys
+auto, off = (json.load(open(f)) for f in sys.argv[1:3])
+row = lambda rows: [r for r in rows if r["op"] == "allreduce" and r["algo"] == "hier"][0]
+assert row(auto)["node_piece"] == 262144 and row(auto)["wrong"] == 0, row(auto)
+assert row(off)["node_piece"] == 0 and row(off)["wrong"] == 0, row(off)
+PY
+ok "bench collectives --cluster 2 x 2: hier rows say whether the node ran in shared memory (node_piece)"
+
 # e. down leaves nothing behind.
 "$CLUSTER" down --prefix "$P" >"$tmp/down" 2>&1 || { cat "$tmp/down"; fail "down"; }
 grep -q "3 namespaces removed" "$tmp/down" || { cat "$tmp/down"; fail "down did not remove 3 namespaces"; }

@@ -176,6 +176,10 @@ class Communicator {
   // Node of every rank: ranks with the same host key (same machine and network namespace) share
   // a number; nodes are numbered 0, 1, ... in order of their lowest rank.
   const std::vector<int>& nodeOf() const { return node_of_; }
+  // The piece size of the hierarchical groups' shared memory once a hierarchical allreduce has
+  // mapped it (each node's part then runs in shared memory); 0 before that or when the groups
+  // talk TCP (shm off, a group spanning hosts, or mapping failed).
+  size_t nodePiece() const;
 
  private:
   Communicator(std::shared_ptr<net::Store> store, std::string prefix, int rank, int size, CommOptions opts,

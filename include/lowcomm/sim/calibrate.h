@@ -17,6 +17,7 @@ struct MeasuredRow {
   std::string op, algo;
   size_t bytes = 0;
   double time_s = 0;
+  size_t node_piece = 0;  // hier allreduce whose node part ran in shared memory: its piece size
 };
 
 struct CalibrationRow {
@@ -29,6 +30,7 @@ struct Calibration {
   PlatformSpec platform;  // the fitted values in bandwidth_factor and link_latency_s
   std::vector<CalibrationRow> rows;
   double mean_abs_error = 0, max_abs_error = 0;
+  bool node_memory_fitted = false;  // node_memory_Bps came from the rows (else: the start's)
 };
 
 // Reads a `bench collectives --json` file: the rows of backend "lowcomm" (c10d rows are skipped).
@@ -38,8 +40,11 @@ std::vector<MeasuredRow> readMeasured(const std::string& path);
 // The spec the simulator runs for a measured row (same op, algorithm and bytes).
 CollectiveSpec specFor(const MeasuredRow& row, const PlatformSpec& p, size_t segment_bytes);
 
-// Fits bandwidth_factor (to the rows of at least 1 MiB) and link_latency_s (to the smaller ones)
-// by minimising the mean squared relative error, starting from `start`. With `call_overheads`,
+// Fits bandwidth_factor (to the rows of at least 1 MiB that ran over TCP only), node_memory_Bps
+// (to the rows of at least 1 MiB of hier in shared memory, when there are any and they pin it
+// inside 0.1–100 GB/s; else start's stays) and
+// link_latency_s (to the smaller ones) by minimising the mean squared relative error, starting
+// from `start`. With `call_overheads`,
 // the latency stays start's (the links' own) and the smaller rows fit a host time per call for
 // each op and algorithm instead (PlatformSpec::call_overhead_s: >= 0, least squares on the
 // relative error); the bandwidth is then refitted with those overheads in place.
@@ -62,5 +67,9 @@ struct OverheadFit {
   double measured_step_s = 0, predicted_step_s = 0;
 };
 OverheadFit fitMessageOverhead(const PlatformSpec& start, const std::vector<RankProgram>& programs);
+// The same for PlatformSpec::node_memory_Bps (over 0.1–100 GB/s, in log of the rate), from a
+// timeline whose hier allreduces ran in shared memory: the node's copies at what training leaves
+// of the caches and cores.
+OverheadFit fitNodeMemory(const PlatformSpec& start, const std::vector<RankProgram>& programs);
 
 }  // namespace lowcomm::sim

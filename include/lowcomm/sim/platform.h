@@ -36,6 +36,13 @@ struct PlatformSpec {
   double loopback_latency_s = 0;
   double reduce_Bps = 2e9;          // a core's speed at reductions and copies (bytes per second)
   int cores = 2;                    // per host: ranks of one host share them
+  // A rank's speed at the copies and sums of its node's shared memory (hier allreduce's node
+  // part, src/sim/sim_node.h), bytes per second. Not reduce_Bps: the emulated cluster's ranks share
+  // this machine's two cores, caches and memory bandwidth with the other node's, so it is
+  // calibrated: from hier rows that ran in shared memory (simulate calibrate --measured: an idle
+  // machine, buffers in cache) or from a training run's timeline (--node-timeline: what training
+  // leaves of them, several times slower here).
+  double node_memory_Bps = 2e9;
   double bandwidth_factor = 1.0;    // achieved / nominal link rate (calibrated)
   // Gloo's rendezvous: a message leaves only once the receiver's "receive posted" notice (one
   // small TCP segment: Ethernet + IP + TCP headers and Gloo's 48-byte preamble) has reached the

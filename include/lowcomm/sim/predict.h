@@ -30,6 +30,11 @@ struct PredictOptions {
   // new world every rank runs it over its own block of "fixed" g ranks (more groups), or of
   // "proportional" g x world / recorded world ranks (as many groups as recorded).
   std::string groups = "fixed";
+  // The piece of each node's shared memory for hier allreduces that were not recorded with one
+  // (the communicator's default with comm.shm = auto: CommOptions::shm_piece_bytes); 0: over
+  // TCP (comm.shm = off). Calls recorded in shared memory keep their piece; --algo "recorded"
+  // keeps every call as recorded.
+  size_t node_piece = 256 << 10;
 };
 
 // `rank0`, rewritten for every rank of `platform`: a collective over the whole recorded world
