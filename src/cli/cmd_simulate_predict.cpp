@@ -95,7 +95,7 @@ int simulatePredict(int argc, char** argv) {
   app.add_option("--first-step", ro.first_step, "the first measured step used (0-based)")->capture_default_str();
   app.add_option("--steps", ro.steps, "how many measured steps")->capture_default_str();
   app.add_option("--calibration", calibration,
-                 "a `simulate calibrate` output: its host values (reduction speed, cores, loopback, per-message "
+                 "a `simulate calibrate` output: its host values (reduction speed, cores, loopback, node memory, per-message "
                  "overhead); the links are the options'");
   app.add_option("--batch", batch, "samples per rank and step (default: from config.toml next to the timeline)");
   app.add_option("--json", json, "write the rows here");
