@@ -204,7 +204,9 @@ int simulateCalibrate(int argc, char** argv) {
     for (const auto& [key, h] : c.platform.call_overhead_s) std::printf("# host time per call %s: %.1f us\n", key.c_str(), h * 1e6);
     if (std::any_of(rows.begin(), rows.end(), [](const sim::MeasuredRow& r) { return r.node_piece > 0; }))
       std::printf("# node memory (hier in shared memory): %.2f GB/s per rank%s\n", c.platform.node_memory_Bps / 1e9,
-                  c.node_memory_fitted || !fit ? "" : " (kept: the rows do not pin it, e.g. the links hide it)");
+                  c.node_memory_fitted || !fit ? ""
+                                                : " (kept: no TCP rows of >= 1 MiB to fit the links first, or no rate in "
+                                                  "0.1-100 GB/s fits the rows of >= 1 MiB)");
     printCalibration(c);
   }
   if (!timeline.empty()) {
@@ -220,9 +222,9 @@ int simulateCalibrate(int argc, char** argv) {
     const auto programs = sim::readTimeline(node_timeline, {0, steps});
     const auto f = sim::fitNodeMemory(c.platform, programs);
     c.platform = f.platform;
-    std::printf("# %s: node memory at %.2f GB/s per rank in training (the replay of %s, %d steps: %.2f ms per step "
+    std::printf("# %s: node memory at %.2f GB/s per rank in training%s (the replay of %s, %d steps: %.2f ms per step "
                 "against %.2f ms measured)\n",
-                setting.c_str(), f.platform.node_memory_Bps / 1e9, node_timeline.c_str(), steps, f.predicted_step_s * 1e3,
+                setting.c_str(), f.platform.node_memory_Bps / 1e9, f.pinned ? "" : " (kept: no rate in 0.1-100 GB/s fits)", node_timeline.c_str(), steps, f.predicted_step_s * 1e3,
                 f.measured_step_s * 1e3);
   }
   if (!out.empty()) sim::saveCalibration(out, setting, c);

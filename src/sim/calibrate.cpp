@@ -38,6 +38,11 @@ double goldenMin(const std::function<double(double)>& f, double lo, double hi, i
   return (a + b) / 2;
 }
 
+// The node memory's rate is fitted in log10 of bytes per second over [8, 11] (0.1–100 GB/s); a
+// fit within 0.05 of either end is not pinned by the data (0.11–89 GB/s are).
+constexpr double kNodeLo = 8.0, kNodeHi = 11.0, kNodeMargin = 0.05;
+bool nodeRatePinned(double lg) { return lg > kNodeLo + kNodeMargin && lg < kNodeHi - kNodeMargin; }
+
 // Mean squared log error of the rows selected by `use`, simulated on p.
 double loss(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t seg,
             const std::function<bool(const MeasuredRow&)>& use) {
@@ -156,16 +161,17 @@ Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>&
             return loss(q, rows, segment_bytes, large);
           },
           0.3, 1.2, 18);
-    if (any_node) {  // over 100 MB/s to 100 GB/s, in log10 of the rate
+    if (any_node && any_large) {  // the links from the TCP rows first
       const double lg = goldenMin(
           [&](double x) {
             PlatformSpec q = p;
             q.node_memory_Bps = std::pow(10.0, x);
             return loss(q, rows, segment_bytes, node);
           },
-          8.0, 11.0, 18);
-      // At a bound the rows do not pin it (e.g. slow links hide the node's copies): start's stays.
-      node_fitted = lg > 8.05 && lg < 10.95;
+          kNodeLo, kNodeHi, 18);
+      // At a bound the rows do not pin it (e.g. they are faster than the simulation even with
+      // free copies): start's stays.
+      node_fitted = nodeRatePinned(lg);
       p.node_memory_Bps = node_fitted ? std::pow(10.0, lg) : start.node_memory_Bps;
     }
     if (any_small && !call_overheads)
@@ -244,6 +250,7 @@ PlatformSpec loadCalibration(const std::string& path) {
   num("reduce_Bps", p.reduce_Bps);
   // Files written before these existed: the defaults.
   if (j.contains("notice_bytes")) num("notice_bytes", p.notice_bytes);
+  p.node_memory_Bps = p.reduce_Bps;  // what the node's copies ran at before it existed
   if (j.contains("node_memory_Bps")) num("node_memory_Bps", p.node_memory_Bps);
   if (j.contains("message_overhead_s")) num("message_overhead_s", p.message_overhead_s);
   if (j.contains("link_burst_bytes")) num("link_burst_bytes", p.link_burst_bytes);
@@ -292,8 +299,19 @@ OverheadFit fitMessageOverhead(const PlatformSpec& start, const std::vector<Rank
 }
 
 OverheadFit fitNodeMemory(const PlatformSpec& start, const std::vector<RankProgram>& programs) {
-  return fitHostValue(start, programs, &PlatformSpec::node_memory_Bps, 8.0, 11.0,
-                      [](double lg) { return std::pow(10.0, lg); });
+  const bool any = std::any_of(programs.begin(), programs.end(), [](const RankProgram& p) {
+    return std::any_of(p.calls.begin(), p.calls.end(), [](const CallSpec& c) { return c.node_piece > 0; });
+  });
+  if (!any)
+    throw ConfigError("no hier allreduce of this timeline ran in shared memory (no node_piece on its calls): nothing "
+                      "to fit the node memory to");
+  OverheadFit fit = fitHostValue(start, programs, &PlatformSpec::node_memory_Bps, kNodeLo, kNodeHi,
+                                 [](double lg) { return std::pow(10.0, lg); });
+  if (nodeRatePinned(std::log10(fit.platform.node_memory_Bps))) return fit;
+  fit.pinned = false;  // no rate explains the steps: start's stays
+  fit.platform.node_memory_Bps = start.node_memory_Bps;
+  fit.predicted_step_s = replay(fit.platform, programs).predicted_step_s;
+  return fit;
 }
 
 }  // namespace lowcomm::sim

@@ -68,7 +68,8 @@ CallSpec rescale(const CallSpec& c, int recorded_world, int members, const Platf
   if (c.op == "allreduce") {
     out.algo = allreduceAlgo(c, members, p, algo);
     out.group_size = p.ppn;
-    if (algo != "recorded" && out.algo == comm::Algo::hierarchical && out.node_piece == 0) out.node_piece = opts.node_piece;
+    if (algo != "recorded" && out.algo == comm::Algo::hierarchical)
+      out.node_piece = opts.node_piece == 0 ? 0 : (c.node_piece > 0 ? c.node_piece : opts.node_piece);
   } else if (c.op == "broadcast") {  // what the communicator would choose at the new size
     if (algo != "recorded") out.algo = comm::autoBroadcast(c.bytes, static_cast<int>(n), c.segment_bytes);
   } else if (c.op == "allgatherv") {

@@ -66,6 +66,9 @@ TEST(SimCalibrate, RecoversTheNodeMemoryFromHierRowsInSharedMemory) {
   EXPECT_NEAR(c.platform.node_memory_Bps / 6e9, 1.0, 0.05);
   EXPECT_TRUE(c.node_memory_fitted);
   EXPECT_LT(c.max_abs_error, 0.01);
+  // Node rows alone: no links to fit first, so the rate is not fitted either.
+  const std::vector<MeasuredRow> only_node(rows.begin() + 3, rows.end());
+  EXPECT_FALSE(calibrate(parseSetting("2x2@1gbit"), only_node, 1 << 20).node_memory_fitted);
 
   // Node rows faster than even free copies allow: no rate explains them, the start's stays.
   PlatformSpec free_copies = truth;
@@ -98,6 +101,10 @@ TEST(SimCalibrate, FitsTheNodeMemoryToATimeline) {
   EXPECT_NEAR(fit.platform.node_memory_Bps / 0.5e9, 1.0, 0.03);
   EXPECT_NEAR(fit.predicted_step_s / fit.measured_step_s, 1.0, 1e-3);
   EXPECT_DOUBLE_EQ(fit.platform.message_overhead_s, 0);  // the other host values stay
+  EXPECT_TRUE(fit.pinned);
+  for (auto& p : programs)
+    for (auto& c : p.calls) c.node_piece = 0;
+  EXPECT_THROW(fitNodeMemory(parseSetting("2x2@1gbit"), programs), ConfigError);  // nothing in shared memory
   std::remove(path.c_str());
 }
 
@@ -189,6 +196,13 @@ TEST(SimCalibrate, SavedPlatformLoadsBack) {
   EXPECT_DOUBLE_EQ(q.link_latency_s, 42e-6);
   EXPECT_EQ(q.call_overhead_s, p.call_overhead_s);
   EXPECT_DOUBLE_EQ(q.node_memory_Bps, 7.5e9);
+  {  // a file from before node_memory_Bps: the node's copies at its reduce_Bps, as then
+    auto old = nlohmann::json::parse(std::ifstream(path));
+    old.erase("node_memory_Bps");
+    old["reduce_Bps"] = 3e9;
+    write(path, old.dump());
+    EXPECT_DOUBLE_EQ(loadCalibration(path).node_memory_Bps, 3e9);
+  }
   EXPECT_DOUBLE_EQ(q.link_burst_bytes, 131072.0);  // tools/cluster's tbf at 100 Mbit/s
   EXPECT_DOUBLE_EQ(q.link_queue_s, kEmulatedQueueS);
   write(path, R"({"nodes": 2})");

@@ -119,6 +119,10 @@ TEST(SimPredict, AutoChoosesWhatTheCommunicatorWould) {
   tcp.node_piece = 0;
   const auto over_tcp = extrapolate(big, 2, p2, tcp);
   EXPECT_EQ(over_tcp[0].calls[0].node_piece, 0u);
+  auto recorded_node = big;  // recorded in shared memory: its piece stays, unless asked for TCP
+  for (auto& c : recorded_node.calls) c.node_piece = 64 << 10;
+  EXPECT_EQ(extrapolate(recorded_node, 2, p2, {})[0].calls[0].node_piece, 64u << 10);
+  EXPECT_EQ(extrapolate(recorded_node, 2, p2, tcp)[0].calls[0].node_piece, 0u);
   auto fast_memory = p2;  // node memory far faster than the loopback: the node version is faster
   fast_memory.node_memory_Bps = 1e12;
   const auto r_node = replay(fast_memory, node), r_tcp = replay(fast_memory, over_tcp);

@@ -41,8 +41,8 @@ std::vector<MeasuredRow> readMeasured(const std::string& path);
 CollectiveSpec specFor(const MeasuredRow& row, const PlatformSpec& p, size_t segment_bytes);
 
 // Fits bandwidth_factor (to the rows of at least 1 MiB that ran over TCP only), node_memory_Bps
-// (to the rows of at least 1 MiB of hier in shared memory, when there are any and they pin it
-// inside 0.1–100 GB/s; else start's stays) and
+// (to the rows of at least 1 MiB of hier in shared memory, when there are such TCP rows too and
+// the fit lands inside 0.11–89 GB/s; else start's stays) and
 // link_latency_s (to the smaller ones) by minimising the mean squared relative error, starting
 // from `start`. With `call_overheads`,
 // the latency stays start's (the links' own) and the smaller rows fit a host time per call for
@@ -65,11 +65,13 @@ PlatformSpec loadCalibration(const std::string& path);
 struct OverheadFit {
   PlatformSpec platform;
   double measured_step_s = 0, predicted_step_s = 0;
+  bool pinned = true;  // false: the fit ended at a bound of its range and start's value stayed
 };
 OverheadFit fitMessageOverhead(const PlatformSpec& start, const std::vector<RankProgram>& programs);
-// The same for PlatformSpec::node_memory_Bps (over 0.1–100 GB/s, in log of the rate), from a
-// timeline whose hier allreduces ran in shared memory: the node's copies at what training leaves
-// of the caches and cores.
+// The same for PlatformSpec::node_memory_Bps (in log of the rate over 0.1–100 GB/s; a fit within
+// 0.05 decades of an end keeps start's value, pinned = false), from a timeline whose hier
+// allreduces ran in shared memory (ConfigError if none did): the node's copies at what training
+// leaves of the caches and cores.
 OverheadFit fitNodeMemory(const PlatformSpec& start, const std::vector<RankProgram>& programs);
 
 }  // namespace lowcomm::sim

@@ -30,10 +30,10 @@ struct PredictOptions {
   // new world every rank runs it over its own block of "fixed" g ranks (more groups), or of
   // "proportional" g x world / recorded world ranks (as many groups as recorded).
   std::string groups = "fixed";
-  // The piece of each node's shared memory for hier allreduces that were not recorded with one
-  // (the communicator's default with comm.shm = auto: CommOptions::shm_piece_bytes); 0: over
-  // TCP (comm.shm = off). Calls recorded in shared memory keep their piece; --algo "recorded"
-  // keeps every call as recorded.
+  // Hier allreduces run each node's part in shared memory in pieces of this size when they were
+  // not recorded with one (the communicator's default with comm.shm = auto:
+  // CommOptions::shm_piece_bytes) and keep a recorded piece; 0: every hier allreduce over TCP
+  // (comm.shm = off). --algo "recorded" keeps every call as recorded.
   size_t node_piece = 256 << 10;
 };
 
