@@ -16,12 +16,11 @@ using comm::Algo;
 
 namespace {
 
-// Whether this rank's group of `gs` contiguous members is on one simulated node (else the real
-// communicator would have run the group's part over TCP).
-bool groupOnOneNode(SimNetwork& net, const comm::Group& g, int gs) {
-  const int first = g.me / gs * gs;
-  for (int i = first; i < std::min(g.size(), first + gs); ++i)
-    if (!net.sameNode(g.ranks[i], g.ranks[first])) return false;
+// Whether every group of `gs` contiguous members of g is on one simulated node (else the real
+// communicator runs every group's part over TCP: the same answer on every rank).
+bool groupsOnOneNode(SimNetwork& net, const comm::Group& g, int gs) {
+  for (int i = 0; i < g.size(); ++i)
+    if (!net.sameNode(g.ranks[i], g.ranks[i / gs * gs])) return false;
   return true;
 }
 
@@ -34,7 +33,7 @@ void allreduce(SimExchange& ex, const comm::Group& g, const CallSpec& c, int def
       break;
     case Algo::hierarchical: {
       const int gs = c.group_size > 0 ? c.group_size : default_group;
-      if (c.node_piece > 0 && groupOnOneNode(ex.network(), g, gs)) {  // the node's part in its shared memory
+      if (c.node_piece > 0 && groupsOnOneNode(ex.network(), g, gs)) {  // the node's part in its shared memory
         SimNode node(ex, g, gs, c.node_piece);
         comm::allreduceHierarchicalNode(ex, g, gs, node, buf, count, c.dtype, comm::ReduceOp::sum, c.segment_bytes,
                                         scratch);

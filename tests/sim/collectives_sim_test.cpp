@@ -161,6 +161,15 @@ TEST(SimCollectives, HierarchicalInNodeMemoryMatchesTheRealCommunicator) {
   s.node_piece = 0;
   p.node_memory_Bps = 1e9;
   EXPECT_DOUBLE_EQ(simulateCollective(p, s).time_s, tcp);
+  // Groups of 2 on nodes of 3: the middle group spans both nodes, so every group runs over TCP,
+  // as the communicator decides it (one answer for all ranks), never a mix.
+  auto spans = spec("allreduce", comm::Algo::hierarchical, 1u << 20);
+  spans.group_size = 2;
+  const auto over_tcp = simulateCollective(star(2, 3, 1), spans);
+  spans.node_piece = 64 << 10;
+  const auto asked_node = simulateCollective(star(2, 3, 1), spans);
+  EXPECT_EQ(asked_node.messages_sent, over_tcp.messages_sent);
+  EXPECT_DOUBLE_EQ(asked_node.time_s, over_tcp.time_s);
 }
 
 // The hierarchical allgather moves what the real communicator moves (2 x 2, 4 x 2, 3 x 4), and
