@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include "bench_options.h"
 #include "cli_util.h"
@@ -209,24 +211,26 @@ int simulateCalibrate(int argc, char** argv) {
                                                   "0.1-100 GB/s fits the rows of >= 1 MiB)");
     printCalibration(c);
   }
-  if (!timeline.empty()) {
-    const auto programs = sim::readTimeline(timeline, {0, steps});
-    const auto f = sim::fitMessageOverhead(c.platform, programs);
+  // A host value fitted to a timeline's measured steps: `fit` on it, then `what` it found.
+  auto fitTimeline = [&](const std::string& path, auto fit, auto what) {
+    const auto f = fit(c.platform, sim::readTimeline(path, {0, steps}));
     c.platform = f.platform;
-    std::printf("# %s: %.1f us per message at the sender (the replay of %s, %d steps: %.2f ms per step against "
-                "%.2f ms measured)\n",
-                setting.c_str(), f.platform.message_overhead_s * 1e6, timeline.c_str(), steps, f.predicted_step_s * 1e3,
-                f.measured_step_s * 1e3);
-  }
-  if (!node_timeline.empty()) {
-    const auto programs = sim::readTimeline(node_timeline, {0, steps});
-    const auto f = sim::fitNodeMemory(c.platform, programs);
-    c.platform = f.platform;
-    std::printf("# %s: node memory at %.2f GB/s per rank in training%s (the replay of %s, %d steps: %.2f ms per step "
-                "against %.2f ms measured)\n",
-                setting.c_str(), f.platform.node_memory_Bps / 1e9, f.pinned ? "" : " (kept: no rate in 0.1-100 GB/s fits)", node_timeline.c_str(), steps, f.predicted_step_s * 1e3,
-                f.measured_step_s * 1e3);
-  }
+    std::printf("# %s: %s (the replay of %s, %d steps: %.2f ms per step against %.2f ms measured)\n", setting.c_str(),
+                what(f).c_str(), path.c_str(), steps, f.predicted_step_s * 1e3, f.measured_step_s * 1e3);
+  };
+  if (!timeline.empty())
+    fitTimeline(timeline, sim::fitMessageOverhead, [](const sim::OverheadFit& f) {
+      std::ostringstream o;
+      o << std::fixed << std::setprecision(1) << f.platform.message_overhead_s * 1e6 << " us per message at the sender";
+      return o.str();
+    });
+  if (!node_timeline.empty())
+    fitTimeline(node_timeline, sim::fitNodeMemory, [](const sim::OverheadFit& f) {
+      std::ostringstream o;
+      o << "node memory at " << std::fixed << std::setprecision(2) << f.platform.node_memory_Bps / 1e9
+        << " GB/s per rank in training" << (f.pinned ? "" : " (kept: no rate in 0.1-100 GB/s fits)");
+      return o.str();
+    });
   if (!out.empty()) sim::saveCalibration(out, setting, c);
   return 0;
 }
