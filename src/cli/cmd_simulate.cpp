@@ -159,20 +159,22 @@ void printCalibration(const sim::Calibration& c) {
 
 // Fits the links' achieved rate and latency to `bench collectives --cluster` rows of one setting.
 int simulateCalibrate(int argc, char** argv) {
-  std::string setting, measured, out, timeline, node_timeline, base;
+  std::string setting, measured, out, base;
+  std::vector<std::string> timelines, node_timelines;
   size_t segment = 1 << 20;
   sim::PlatformSpec p;
   bool fit = true, call_overheads = false;
   int steps = 100;
   CLI::App app{"Fit the simulated links to measured collectives (bench collectives --cluster ... --json FILE) "
-               "and the host's time per message to a training run's timeline"};
+               "and the host's time per message to training runs' timelines"};
   app.add_option("--setting", setting, "the setting the rows were measured on, NODESxPROCS@RATE")->required();
   app.add_option("--measured", measured, "bench collectives --json output");
-  app.add_option("--timeline", timeline,
-                 "a lowcomm train --timeline of a run on this setting: fits the time per message (after the links)");
-  app.add_option("--node-timeline", node_timeline,
+  app.add_option("--timeline", timelines,
+                 "a lowcomm train --timeline of a run on this setting: fits the time per message (after the links); "
+                 "repeatable: one value for every run (least squares of their errors)");
+  app.add_option("--node-timeline", node_timelines,
                  "a lowcomm train --timeline whose hier allreduces ran in shared memory (node_piece): fits the node "
-                 "memory's rate in training (after the time per message)");
+                 "memory's rate in training (after the time per message); repeatable as --timeline");
   app.add_option("--timeline-steps", steps, "steps of the timeline replayed per trial")->capture_default_str();
   app.add_option("--calibration", base, "start from this calibration instead of fitting links (with --timeline)");
   app.add_option("--segment", segment, "the --segment the rows were measured with, bytes")->capture_default_str();
@@ -185,7 +187,7 @@ int simulateCalibrate(int argc, char** argv) {
   if (!parseArgs(app, argc, argv)) return 0;
   const auto parsed = sim::parseSetting(setting);
   useSetting(p, parsed);
-  if (measured.empty() && timeline.empty() && node_timeline.empty())
+  if (measured.empty() && timelines.empty() && node_timelines.empty())
     throw ConfigError("simulate calibrate: give --measured, --timeline, --node-timeline or several");
   if (call_overheads && !fit) throw ConfigError("simulate calibrate: --call-overheads fits; it does not go with --no-fit");
   if (!base.empty() && !measured.empty())
@@ -211,21 +213,27 @@ int simulateCalibrate(int argc, char** argv) {
                                                   "0.1-100 GB/s fits the rows of >= 1 MiB)");
     printCalibration(c);
   }
-  // A host value fitted to a timeline's measured steps: `fit` on it, then `what` it found.
-  auto fitTimeline = [&](const std::string& path, auto fit, auto what) {
-    const auto f = fit(c.platform, sim::readTimeline(path, {0, steps}));
+  // A host value fitted to the timelines' measured steps: `fit` on them, then `what` it found.
+  auto fitTimelines = [&](const std::vector<std::string>& paths, auto fit, auto what) {
+    sim::TrainingRuns runs;
+    for (const auto& path : paths) runs.push_back(sim::readTimeline(path, {0, steps}));
+    const auto f = fit(c.platform, runs);
     c.platform = f.platform;
-    std::printf("# %s: %s (the replay of %s, %d steps: %.2f ms per step against %.2f ms measured)\n", setting.c_str(),
-                what(f).c_str(), path.c_str(), steps, f.predicted_step_s * 1e3, f.measured_step_s * 1e3);
+    std::printf("# %s: %s, from %zu run%s (%s)\n", setting.c_str(), what(f).c_str(), paths.size(),
+                paths.size() == 1 ? "" : "s", steps > 0 ? (std::to_string(steps) + " steps each").c_str() : "every step");
+    for (size_t i = 0; i < paths.size(); ++i)
+      std::printf("#   %s: replayed %.2f ms per step against %.2f ms measured (%+.1f %%)\n", paths[i].c_str(),
+                  f.predicted_step_s[i] * 1e3, f.measured_step_s[i] * 1e3,
+                  (f.predicted_step_s[i] / f.measured_step_s[i] - 1) * 100);
   };
-  if (!timeline.empty())
-    fitTimeline(timeline, sim::fitMessageOverhead, [](const sim::OverheadFit& f) {
+  if (!timelines.empty())
+    fitTimelines(timelines, sim::fitMessageOverhead, [](const sim::OverheadFit& f) {
       std::ostringstream o;
       o << std::fixed << std::setprecision(1) << f.platform.message_overhead_s * 1e6 << " us per message at the sender";
       return o.str();
     });
-  if (!node_timeline.empty())
-    fitTimeline(node_timeline, sim::fitNodeMemory, [](const sim::OverheadFit& f) {
+  if (!node_timelines.empty())
+    fitTimelines(node_timelines, sim::fitNodeMemory, [](const sim::OverheadFit& f) {
       std::ostringstream o;
       o << "node memory at " << std::fixed << std::setprecision(2) << f.platform.node_memory_Bps / 1e9
         << " GB/s per rank in training" << (f.pinned ? "" : " (kept: no rate in 0.1-100 GB/s fits)");

@@ -273,44 +273,59 @@ PlatformSpec loadCalibration(const std::string& path) {
 
 namespace {
 
-// The value of `start`.*field, value(x) for x in [lo, hi], whose replay of `programs` predicts
-// their measured mean step time (golden section on the log error); start's other values stay.
-OverheadFit fitHostValue(const PlatformSpec& start, const std::vector<RankProgram>& programs,
-                         double PlatformSpec::*field, double lo, double hi, double (*value)(double)) {
+// The replay of every run on p: per run, the measured and the predicted mean step.
+void replayRuns(const PlatformSpec& p, const TrainingRuns& runs, std::vector<double>& measured,
+                std::vector<double>& predicted) {
+  measured.clear(), predicted.clear();
+  for (const auto& programs : runs) {
+    const auto r = replay(p, programs);
+    measured.push_back(r.measured_step_s), predicted.push_back(r.predicted_step_s);
+  }
+}
+
+// The value of `start`.*field, value(x) for x in [lo, hi], whose replays of the runs predict their
+// measured mean step times (golden section on the sum of squared log errors); start's other values
+// stay.
+OverheadFit fitHostValue(const PlatformSpec& start, const TrainingRuns& runs, double PlatformSpec::*field, double lo,
+                         double hi, double (*value)(double)) {
+  if (runs.empty()) throw ConfigError("simulate calibrate: no training run to fit a host value to");
   OverheadFit fit;
   fit.platform = start;
   auto err = [&](double x) {
     PlatformSpec q = start;
     q.*field = value(x);
-    const auto r = replay(q, programs);
-    return std::abs(std::log(r.predicted_step_s / r.measured_step_s));
+    std::vector<double> m, pr;
+    replayRuns(q, runs, m, pr);
+    double sum = 0;
+    for (size_t i = 0; i < m.size(); ++i) sum += std::pow(std::log(pr[i] / m[i]), 2);
+    return sum;
   };
   fit.platform.*field = value(goldenMin(err, lo, hi, 14));
-  const auto r = replay(fit.platform, programs);
-  fit.measured_step_s = r.measured_step_s;
-  fit.predicted_step_s = r.predicted_step_s;
+  replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
   return fit;
 }
 
 }  // namespace
 
-OverheadFit fitMessageOverhead(const PlatformSpec& start, const std::vector<RankProgram>& programs) {
-  return fitHostValue(start, programs, &PlatformSpec::message_overhead_s, 0.0, 5e-3, [](double x) { return x; });
+OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& runs) {
+  return fitHostValue(start, runs, &PlatformSpec::message_overhead_s, 0.0, 5e-3, [](double x) { return x; });
 }
 
-OverheadFit fitNodeMemory(const PlatformSpec& start, const std::vector<RankProgram>& programs) {
-  const bool any = std::any_of(programs.begin(), programs.end(), [](const RankProgram& p) {
-    return std::any_of(p.calls.begin(), p.calls.end(), [](const CallSpec& c) { return c.node_piece > 0; });
+OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
+  const bool any = std::any_of(runs.begin(), runs.end(), [](const std::vector<RankProgram>& programs) {
+    return std::any_of(programs.begin(), programs.end(), [](const RankProgram& p) {
+      return std::any_of(p.calls.begin(), p.calls.end(), [](const CallSpec& c) { return c.node_piece > 0; });
+    });
   });
   if (!any)
-    throw ConfigError("no hier allreduce of this timeline ran in shared memory (no node_piece on its calls): nothing "
-                      "to fit the node memory to");
-  OverheadFit fit = fitHostValue(start, programs, &PlatformSpec::node_memory_Bps, kNodeLo, kNodeHi,
+    throw ConfigError("no hier allreduce of these timelines ran in shared memory (no node_piece on their calls): "
+                      "nothing to fit the node memory to");
+  OverheadFit fit = fitHostValue(start, runs, &PlatformSpec::node_memory_Bps, kNodeLo, kNodeHi,
                                  [](double lg) { return std::pow(10.0, lg); });
   if (nodeRatePinned(std::log10(fit.platform.node_memory_Bps))) return fit;
   fit.pinned = false;  // no rate explains the steps: start's stays
   fit.platform.node_memory_Bps = start.node_memory_Bps;
-  fit.predicted_step_s = replay(fit.platform, programs).predicted_step_s;
+  replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
   return fit;
 }
 

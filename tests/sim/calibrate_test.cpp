@@ -97,14 +97,44 @@ TEST(SimCalibrate, FitsTheNodeMemoryToATimeline) {
   const auto r = replay(truth, programs);
   for (size_t i = 0; i < programs.size(); ++i)
     std::fill(programs[i].measured_step_s.begin(), programs[i].measured_step_s.end(), r.predicted_step_by_rank[i]);
-  const auto fit = fitNodeMemory(parseSetting("2x2@1gbit"), programs);
+  const auto fit = fitNodeMemory(parseSetting("2x2@1gbit"), {programs});
   EXPECT_NEAR(fit.platform.node_memory_Bps / 0.5e9, 1.0, 0.03);
-  EXPECT_NEAR(fit.predicted_step_s / fit.measured_step_s, 1.0, 1e-3);
+  ASSERT_EQ(fit.predicted_step_s.size(), 1u);
+  EXPECT_NEAR(fit.predicted_step_s[0] / fit.measured_step_s[0], 1.0, 1e-3);
   EXPECT_DOUBLE_EQ(fit.platform.message_overhead_s, 0);  // the other host values stay
   EXPECT_TRUE(fit.pinned);
   for (auto& p : programs)
     for (auto& c : p.calls) c.node_piece = 0;
-  EXPECT_THROW(fitNodeMemory(parseSetting("2x2@1gbit"), programs), ConfigError);  // nothing in shared memory
+  EXPECT_THROW(fitNodeMemory(parseSetting("2x2@1gbit"), {programs}), ConfigError);  // nothing in shared memory
+  std::remove(path.c_str());
+}
+
+// The time per message fitted to several runs at once: the value that made both runs' steps when
+// one did, else the least squares of their errors, which lies between each run's own value.
+TEST(SimCalibrate, FitsTheTimePerMessageToSeveralRuns) {
+  const auto path = fixture::tempPath("message_overhead");
+  auto runWith = [&](uint64_t bytes, double h) {  // a DDP run whose steps were made with h per message
+    fixture::writeTrace(path, fixture::ddpSteps(4, bytes, 15));
+    auto programs = readTimeline(path, {});
+    PlatformSpec truth = parseSetting("4x1@1gbit");
+    truth.message_overhead_s = h;
+    const auto r = replay(truth, programs);
+    for (size_t i = 0; i < programs.size(); ++i)
+      std::fill(programs[i].measured_step_s.begin(), programs[i].measured_step_s.end(), r.predicted_step_by_rank[i]);
+    return programs;
+  };
+  const PlatformSpec start = parseSetting("4x1@1gbit");
+  const auto same = fitMessageOverhead(start, {runWith(64 << 10, 1e-3), runWith(1 << 20, 1e-3)});
+  EXPECT_NEAR(same.platform.message_overhead_s, 1e-3, 2e-5);
+  ASSERT_EQ(same.predicted_step_s.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(same.predicted_step_s[i] / same.measured_step_s[i], 1.0, 1e-3);
+
+  const auto apart = fitMessageOverhead(start, {runWith(64 << 10, 0.5e-3), runWith(64 << 10, 1.5e-3)});
+  EXPECT_GT(apart.platform.message_overhead_s, 0.6e-3);
+  EXPECT_LT(apart.platform.message_overhead_s, 1.4e-3);
+  EXPECT_GT(apart.predicted_step_s[0], apart.measured_step_s[0]);  // one run slower than replayed, one faster
+  EXPECT_LT(apart.predicted_step_s[1], apart.measured_step_s[1]);
+  EXPECT_THROW(fitMessageOverhead(start, {}), ConfigError);
   std::remove(path.c_str());
 }
 

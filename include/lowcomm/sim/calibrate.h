@@ -59,19 +59,23 @@ Calibration evaluate(const PlatformSpec& p, const std::vector<MeasuredRow>& rows
 void saveCalibration(const std::string& path, const std::string& setting, const Calibration& c);
 PlatformSpec loadCalibration(const std::string& path);
 
-// Fits PlatformSpec::message_overhead_s (the host's time per message) so that replaying a
-// training run's timeline on `start` predicts its measured mean step time (golden section on
-// the log error over [0, 5 ms]). The other values of `start` stay.
+// Training runs to fit a host value to: each run's rank programs (readTimeline).
+using TrainingRuns = std::vector<std::vector<RankProgram>>;
+
+// Fits PlatformSpec::message_overhead_s (the host's time per message) so that replaying training
+// runs' timelines on `start` predicts their measured mean step times: the least squares of the
+// runs' log errors (one run: its error, 0 where a value reaches it), golden section over [0, 5 ms].
+// The other values of `start` stay.
 struct OverheadFit {
   PlatformSpec platform;
-  double measured_step_s = 0, predicted_step_s = 0;
+  std::vector<double> measured_step_s, predicted_step_s;  // per run, the replay with the fitted value
   bool pinned = true;  // false: the fit ended at a bound of its range and start's value stayed
 };
-OverheadFit fitMessageOverhead(const PlatformSpec& start, const std::vector<RankProgram>& programs);
+OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& runs);
 // The same for PlatformSpec::node_memory_Bps (in log of the rate over 0.1–100 GB/s; a fit within
-// 0.05 decades of an end keeps start's value, pinned = false), from a timeline whose hier
-// allreduces ran in shared memory (ConfigError if none did): the node's copies at what training
-// leaves of the caches and cores.
-OverheadFit fitNodeMemory(const PlatformSpec& start, const std::vector<RankProgram>& programs);
+// 0.05 decades of an end keeps start's value, pinned = false), from runs whose hier allreduces
+// ran in shared memory (ConfigError if none did): the node's copies at what training leaves of the
+// caches and cores.
+OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs);
 
 }  // namespace lowcomm::sim
