@@ -216,11 +216,19 @@ int simulateCalibrate(int argc, char** argv) {
   // A host value fitted to the timelines' measured steps: `fit` on them, then `what` it found.
   auto fitTimelines = [&](const std::vector<std::string>& paths, auto fit, auto what) {
     sim::TrainingRuns runs;
-    for (const auto& path : paths) runs.push_back(sim::readTimeline(path, {0, steps}));
+    for (const auto& path : paths) {
+      runs.push_back(sim::readTimeline(path, {0, steps}));
+      if (static_cast<int>(runs.back().size()) != c.platform.world())
+        throw ConfigError("simulate calibrate: '" + path + "' has " + std::to_string(runs.back().size()) +
+                          " ranks, the setting " + setting + " " + std::to_string(c.platform.world()));
+      for (const auto& prog : runs.back())
+        for (double d : prog.measured_step_s)
+          if (!(d > 0)) throw ConfigError("simulate calibrate: '" + path + "' has a step span of no duration");
+    }
     const auto f = fit(c.platform, runs);
     c.platform = f.platform;
     std::printf("# %s: %s, from %zu run%s (%s)\n", setting.c_str(), what(f).c_str(), paths.size(),
-                paths.size() == 1 ? "" : "s", steps > 0 ? (std::to_string(steps) + " steps each").c_str() : "every step");
+                paths.size() == 1 ? "" : "s", steps > 0 ? ("up to " + std::to_string(steps) + " steps each").c_str() : "every step");
     for (size_t i = 0; i < paths.size(); ++i)
       std::printf("#   %s: replayed %.2f ms per step against %.2f ms measured (%+.1f %%)\n", paths[i].c_str(),
                   f.predicted_step_s[i] * 1e3, f.measured_step_s[i] * 1e3,

@@ -273,6 +273,10 @@ PlatformSpec loadCalibration(const std::string& path) {
 
 namespace {
 
+void requireRuns(const TrainingRuns& runs) {
+  if (runs.empty()) throw ConfigError("simulate calibrate: no training run to fit a host value to");
+}
+
 // The replay of every run on p: per run, the measured and the predicted mean step.
 void replayRuns(const PlatformSpec& p, const TrainingRuns& runs, std::vector<double>& measured,
                 std::vector<double>& predicted) {
@@ -288,9 +292,13 @@ void replayRuns(const PlatformSpec& p, const TrainingRuns& runs, std::vector<dou
 // stay.
 OverheadFit fitHostValue(const PlatformSpec& start, const TrainingRuns& runs, double PlatformSpec::*field, double lo,
                          double hi, double (*value)(double)) {
-  if (runs.empty()) throw ConfigError("simulate calibrate: no training run to fit a host value to");
   OverheadFit fit;
   fit.platform = start;
+  replayRuns(start, runs, fit.measured_step_s, fit.predicted_step_s);
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (!(fit.measured_step_s[i] > 0) || !std::isfinite(fit.measured_step_s[i]))
+      throw ConfigError("simulate calibrate: training run " + std::to_string(i + 1) +
+                        " has no measured step time (its step spans last 0): nothing to fit to");
   auto err = [&](double x) {
     PlatformSpec q = start;
     q.*field = value(x);
@@ -308,18 +316,20 @@ OverheadFit fitHostValue(const PlatformSpec& start, const TrainingRuns& runs, do
 }  // namespace
 
 OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& runs) {
+  requireRuns(runs);
   return fitHostValue(start, runs, &PlatformSpec::message_overhead_s, 0.0, 5e-3, [](double x) { return x; });
 }
 
 OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
+  requireRuns(runs);
   const bool any = std::any_of(runs.begin(), runs.end(), [](const std::vector<RankProgram>& programs) {
     return std::any_of(programs.begin(), programs.end(), [](const RankProgram& p) {
       return std::any_of(p.calls.begin(), p.calls.end(), [](const CallSpec& c) { return c.node_piece > 0; });
     });
   });
   if (!any)
-    throw ConfigError("no hier allreduce of these timelines ran in shared memory (no node_piece on their calls): "
-                      "nothing to fit the node memory to");
+    throw ConfigError("simulate calibrate: no hier allreduce of the --node-timeline runs ran in shared memory (no "
+                      "node_piece on their calls): nothing to fit the node memory to");
   OverheadFit fit = fitHostValue(start, runs, &PlatformSpec::node_memory_Bps, kNodeLo, kNodeHi,
                                  [](double lg) { return std::pow(10.0, lg); });
   if (nodeRatePinned(std::log10(fit.platform.node_memory_Bps))) return fit;

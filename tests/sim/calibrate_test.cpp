@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -130,11 +131,19 @@ TEST(SimCalibrate, FitsTheTimePerMessageToSeveralRuns) {
   for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(same.predicted_step_s[i] / same.measured_step_s[i], 1.0, 1e-3);
 
   const auto apart = fitMessageOverhead(start, {runWith(64 << 10, 0.5e-3), runWith(64 << 10, 1.5e-3)});
+  ASSERT_EQ(apart.predicted_step_s.size(), 2u);
   EXPECT_GT(apart.platform.message_overhead_s, 0.6e-3);
   EXPECT_LT(apart.platform.message_overhead_s, 1.4e-3);
   EXPECT_GT(apart.predicted_step_s[0], apart.measured_step_s[0]);  // one run slower than replayed, one faster
   EXPECT_LT(apart.predicted_step_s[1], apart.measured_step_s[1]);
+  // The same programs twice: least squares of the log errors puts the step at their geometric mean
+  // (an absolute-error loss would be flat between them).
+  EXPECT_DOUBLE_EQ(apart.predicted_step_s[0], apart.predicted_step_s[1]);
+  EXPECT_NEAR(apart.predicted_step_s[0] / std::sqrt(apart.measured_step_s[0] * apart.measured_step_s[1]), 1.0, 5e-3);
   EXPECT_THROW(fitMessageOverhead(start, {}), ConfigError);
+  auto idle = runWith(64 << 10, 1e-3);
+  for (auto& p : idle) std::fill(p.measured_step_s.begin(), p.measured_step_s.end(), 0.0);
+  EXPECT_THROW(fitMessageOverhead(start, {runWith(64 << 10, 1e-3), idle}), ConfigError);  // nothing measured
   std::remove(path.c_str());
 }
 

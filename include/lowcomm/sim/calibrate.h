@@ -63,12 +63,13 @@ PlatformSpec loadCalibration(const std::string& path);
 using TrainingRuns = std::vector<std::vector<RankProgram>>;
 
 // Fits PlatformSpec::message_overhead_s (the host's time per message) so that replaying training
-// runs' timelines on `start` predicts their measured mean step times: the least squares of the
-// runs' log errors (one run: its error, 0 where a value reaches it), golden section over [0, 5 ms].
-// The other values of `start` stay.
+// runs' timelines on `start` predicts their measured mean step times: the value with the least sum
+// of squared log errors log(predicted / measured) over the runs (one run: its own error, 0 where a
+// value reaches it), golden section over [0, 5 ms]. The other values of `start` stay. ConfigError
+// if `runs` is empty or a run has no measured step time.
 struct OverheadFit {
   PlatformSpec platform;
-  std::vector<double> measured_step_s, predicted_step_s;  // per run, the replay with the fitted value
+  std::vector<double> measured_step_s, predicted_step_s;  // per run, replayed on `platform`
   bool pinned = true;  // false: the fit ended at a bound of its range and start's value stayed
 };
 OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& runs);
