@@ -133,7 +133,7 @@ int simulateCollectives(int argc, char** argv) {
         rows.push_back({{"op", op}, {"algo", algo}, {"backend", "simgrid"}, {"world", n}, {"dtype", comm::dtypeName(dt)},
                         {"bytes", s.bytes}, {"time_us", us}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
                         {"wrong", 0}, {"setting", setting}, {"topology", topology}, {"inter_node_bytes", r.inter_node_bytes},
-                        {"bytes_sent", r.bytes_sent}});
+                        {"bytes_sent", r.bytes_sent}, {"node_piece", r.node_piece}});
         if (op == "barrier") break;
       }
     }

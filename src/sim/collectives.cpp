@@ -125,6 +125,7 @@ CollectiveResult runSimulation(const PlatformSpec& p, const CollectiveSpec& s) {
   res.bytes_recv = net.recv;
   res.messages_sent = net.messages;
   res.inter_node_bytes = net.inter_node;
+  res.node_piece = runsInNodeMemory(net, comm::Group::world(0, n), call, p.ppn) ? call.node_piece : 0;
   return res;
 }
 
@@ -137,7 +138,8 @@ CollectiveResult simulateCollective(const PlatformSpec& platform, const Collecti
     const auto r = runSimulation(platform, spec);
     nlohmann::json j = {{"time_s", r.time_s},       {"finish_s", r.finish_s},
                         {"bytes_sent", r.bytes_sent}, {"bytes_recv", r.bytes_recv},
-                        {"messages_sent", r.messages_sent}, {"inter_node_bytes", r.inter_node_bytes}};
+                        {"messages_sent", r.messages_sent}, {"inter_node_bytes", r.inter_node_bytes},
+                        {"node_piece", r.node_piece}};
     return j.dump();
   });
   const auto j = nlohmann::json::parse(text);
@@ -148,6 +150,7 @@ CollectiveResult simulateCollective(const PlatformSpec& platform, const Collecti
   r.bytes_recv = j["bytes_recv"].get<std::vector<uint64_t>>();
   r.messages_sent = j["messages_sent"].get<std::vector<uint64_t>>();
   r.inter_node_bytes = j["inter_node_bytes"];
+  r.node_piece = j["node_piece"];
   return r;
 }
 

@@ -33,7 +33,7 @@ void allreduce(SimExchange& ex, const comm::Group& g, const CallSpec& c, int def
       break;
     case Algo::hierarchical: {
       const int gs = c.group_size > 0 ? c.group_size : default_group;
-      if (c.node_piece > 0 && groupsOnOneNode(ex.network(), g, gs)) {  // the node's part in its shared memory
+      if (runsInNodeMemory(ex.network(), g, c, default_group)) {  // the node's part in its shared memory
         SimNode node(ex, g, gs, c.node_piece);
         comm::allreduceHierarchicalNode(ex, g, gs, node, buf, count, c.dtype, comm::ReduceOp::sum, c.segment_bytes,
                                         scratch);
@@ -61,6 +61,11 @@ bool spansNodes(SimNetwork& net, const comm::Group& g) {
 }
 
 }  // namespace
+
+bool runsInNodeMemory(SimNetwork& net, const comm::Group& g, const CallSpec& c, int default_group) {
+  return c.op == "allreduce" && c.algo == Algo::hierarchical && c.node_piece > 0 && !(net.ina && spansNodes(net, g)) &&
+         groupsOnOneNode(net, g, c.group_size > 0 ? c.group_size : default_group);
+}
 
 void runCall(SimExchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf, char* out,
              comm::Scratch& scratch) {

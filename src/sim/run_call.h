@@ -12,6 +12,11 @@ namespace lowcomm::sim {
 // `buf` and `out` hold at least c.bytes; `default_group` is hier's group size when c.group_size
 // is 0 (ranks per node). Waits for every message of the call. On a platform with in-network
 // aggregation an allreduce over ranks of more than one node goes through the switch instead.
+// Whether `c` runs hier's node version (each group's part in its node's memory), as the
+// communicator decides it: an allreduce with c.node_piece > 0 whose every group of `gs` (c's, or
+// `default_group`) contiguous members is on one node, not through an in-network switch.
+bool runsInNodeMemory(SimNetwork& net, const comm::Group& g, const CallSpec& c, int default_group);
+
 void runCall(SimExchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf, char* out,
              comm::Scratch& scratch);
 

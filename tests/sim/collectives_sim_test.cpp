@@ -135,11 +135,15 @@ TEST(SimCollectives, HierarchicalInNodeMemoryMatchesTheRealCommunicator) {
     s.group_size = ppn;
     s.node_piece = 64 << 10;
     const auto node = expectSameAsReal(nodes, ppn, s);
+    EXPECT_EQ(node.node_piece, 64u << 10);  // what ran: the node version
     s.node_piece = 0;
     const auto tcp = simulateCollective(star(nodes, ppn, 1), s);
+    EXPECT_EQ(tcp.node_piece, 0u);
     EXPECT_EQ(node.inter_node_bytes, tcp.inter_node_bytes);
     for (int r = 0; r < nodes * ppn; ++r)
-      if (r % ppn != 0) EXPECT_EQ(node.messages_sent[r], 1u) << "rank " << r;  // its node's sum, no network
+      if (r % ppn != 0) {
+        EXPECT_EQ(node.messages_sent[r], 1u) << "rank " << r;  // its node's sum, no network
+      }
   }
   auto p = star(2, 2, 1);
   p.message_overhead_s = 0.001;
@@ -169,6 +173,7 @@ TEST(SimCollectives, HierarchicalInNodeMemoryMatchesTheRealCommunicator) {
   spans.node_piece = 64 << 10;
   const auto asked_node = simulateCollective(star(2, 3, 1), spans);
   EXPECT_EQ(asked_node.messages_sent, over_tcp.messages_sent);
+  EXPECT_EQ(asked_node.node_piece, 0u);  // asked for, not run
   EXPECT_DOUBLE_EQ(asked_node.time_s, over_tcp.time_s);
 }
 

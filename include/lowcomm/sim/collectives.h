@@ -34,6 +34,7 @@ struct CollectiveResult {
   std::vector<uint64_t> bytes_sent, bytes_recv;  // per rank, as the traffic meter counts them
   std::vector<uint64_t> messages_sent;  // per rank
   uint64_t inter_node_bytes = 0;        // sent between different hosts, all ranks
+  size_t node_piece = 0;                // hier: the spec's piece if each node's part ran in its memory, else 0
 };
 
 // Simulates one call. SimGrid keeps one engine per process, so the simulation runs in a child
