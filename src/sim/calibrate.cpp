@@ -58,6 +58,22 @@ double loss(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t 
   return k ? sum / k : 0;
 }
 
+// The x in [lo, hi] whose p.*field = value(x) simulates the rows selected by `use` best (golden
+// section on loss); p's other values stay.
+double fitRows(const PlatformSpec& p, double PlatformSpec::*field, double lo, double hi, double (*value)(double),
+               const std::vector<MeasuredRow>& rows, size_t seg, const std::function<bool(const MeasuredRow&)>& use) {
+  return goldenMin(
+      [&](double x) {
+        PlatformSpec q = p;
+        q.*field = value(x);
+        return loss(q, rows, seg, use);
+      },
+      lo, hi, 18);
+}
+
+double same(double x) { return x; }
+double tenTo(double lg) { return std::pow(10.0, lg); }
+
 // Simulated times of the rows selected by `use` (0 for the others).
 std::vector<double> simulateRows(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t seg,
                                  const std::function<bool(const MeasuredRow&)>& use) {
@@ -154,34 +170,16 @@ Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>&
   bool node_fitted = false;
   for (int round = 0; round < 2; ++round) {
     if (any_large)
-      p.bandwidth_factor = goldenMin(
-          [&](double f) {
-            PlatformSpec q = p;
-            q.bandwidth_factor = f;
-            return loss(q, rows, segment_bytes, large);
-          },
-          0.3, 1.2, 18);
+      p.bandwidth_factor = fitRows(p, &PlatformSpec::bandwidth_factor, 0.3, 1.2, same, rows, segment_bytes, large);
     if (any_node && any_large) {  // the links from the TCP rows first
-      const double lg = goldenMin(
-          [&](double x) {
-            PlatformSpec q = p;
-            q.node_memory_Bps = std::pow(10.0, x);
-            return loss(q, rows, segment_bytes, node);
-          },
-          kNodeLo, kNodeHi, 18);
+      const double lg = fitRows(p, &PlatformSpec::node_memory_Bps, kNodeLo, kNodeHi, tenTo, rows, segment_bytes, node);
       // At a bound the rows do not pin it (e.g. they are faster than the simulation even with
       // free copies): start's stays.
       node_fitted = nodeRatePinned(lg);
-      p.node_memory_Bps = node_fitted ? std::pow(10.0, lg) : start.node_memory_Bps;
+      p.node_memory_Bps = node_fitted ? tenTo(lg) : start.node_memory_Bps;
     }
     if (any_small && !call_overheads)
-      p.link_latency_s = goldenMin(
-          [&](double lat) {
-            PlatformSpec q = p;
-            q.link_latency_s = lat;
-            return loss(q, rows, segment_bytes, small);
-          },
-          0.0, 2e-3, 18);
+      p.link_latency_s = fitRows(p, &PlatformSpec::link_latency_s, 0.0, 2e-3, same, rows, segment_bytes, small);
     if (any_small && call_overheads) {  // the latency stays; each algorithm's time per call fits
       PlatformSpec q = p;
       q.call_overhead_s.clear();
@@ -317,7 +315,7 @@ OverheadFit fitHostValue(const PlatformSpec& start, const TrainingRuns& runs, do
 
 OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& runs) {
   requireRuns(runs);
-  return fitHostValue(start, runs, &PlatformSpec::message_overhead_s, 0.0, 5e-3, [](double x) { return x; });
+  return fitHostValue(start, runs, &PlatformSpec::message_overhead_s, 0.0, 5e-3, same);
 }
 
 OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
@@ -330,8 +328,7 @@ OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
   if (!any)
     throw ConfigError("simulate calibrate: no hier allreduce of the --node-timeline runs ran in shared memory (no "
                       "node_piece on their calls): nothing to fit the node memory to");
-  OverheadFit fit = fitHostValue(start, runs, &PlatformSpec::node_memory_Bps, kNodeLo, kNodeHi,
-                                 [](double lg) { return std::pow(10.0, lg); });
+  OverheadFit fit = fitHostValue(start, runs, &PlatformSpec::node_memory_Bps, kNodeLo, kNodeHi, tenTo);
   if (nodeRatePinned(std::log10(fit.platform.node_memory_Bps))) return fit;
   fit.pinned = false;  // no rate explains the steps: start's stays
   fit.platform.node_memory_Bps = start.node_memory_Bps;
