@@ -107,7 +107,9 @@ TEST_P(ShmSetupKill, SurvivorsFailInTimeAndNothingRemains) {
     const int code = WEXITSTATUS(status[r]);
     EXPECT_NE(code, kOk) << "rank " << r << " went on without rank 0";
     EXPECT_NE(code, kOther) << "rank " << r << ": unexpected error kind";
-    if (stage == Stage::mapped) EXPECT_EQ(code, kPeer0) << "rank " << r << ": rank 0 not named as the dead peer";
+    if (stage == Stage::mapped) {
+      EXPECT_EQ(code, kPeer0) << "rank " << r << ": rank 0 not named as the dead peer";
+    }
   }
   EXPECT_EQ(devShm(), before) << "a segment appeared in /dev/shm";
   net::RdzvClient client("127.0.0.1", server.port(), kToken, 5s);
