@@ -7,6 +7,7 @@
 
 #include "comm/harness.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/comm/algorithms.h"
 #include "comm/typed_data.h"
 
 using namespace lowcomm;
@@ -202,18 +203,19 @@ TEST(AllreduceLargeWorlds, TinyAndOddCountsEveryAlgo) {
 
 // The hierarchical allreduce runs each group's part in shared memory when the group's ranks share
 // a host: the same (exact) result as the TCP version, and only the group leaders send messages
-// (a non-leader's whole call is one shared-memory record on the meter; over TCP it sends every
+// (a non-leader records one shared-memory sum per pipelined chunk on the meter; over TCP it sends every
 // segment of the in-group reduce-scatter and gather).
 TEST(AllreduceHierarchical, GroupsOnOneHostUseSharedMemoryOnlyLeadersSend) {
   const int n = 4;
   const size_t count = (1u << 20) / 4 + 7;
+  const size_t opts_segment = 64 << 10;
   std::vector<uint64_t> messages[2];
   for (ShmMode shm : {ShmMode::automatic, ShmMode::off}) {
     CommOptions opts;
     opts.group_size = 2;
     opts.shm = shm;
     opts.shm_piece_bytes = 64 << 10;
-    opts.segment_bytes = 64 << 10;
+    opts.segment_bytes = opts_segment;
     auto comms = test::makeComms(n, opts);
     checkAllreduce(comms, Algo::hierarchical, DType::f32, ReduceOp::sum, count);
     for (int r = 0; r < n; ++r) {
@@ -224,8 +226,11 @@ TEST(AllreduceHierarchical, GroupsOnOneHostUseSharedMemoryOnlyLeadersSend) {
   }
   const auto& shm = messages[0];
   const auto& tcp = messages[1];
+  // Pipelined: one record of the node's sum per chunk (16 chunks of a 64 KiB segment), nothing more.
+  const size_t chunks = nodePipelineChunks(count * 4, opts_segment);
+  ASSERT_EQ(chunks, 16u);
   for (int r : {1, 3}) {
-    EXPECT_EQ(shm[r], 1u) << "non-leader " << r << " sent over TCP";
+    EXPECT_EQ(shm[r], chunks) << "non-leader " << r << " sent over TCP";
     EXPECT_GT(tcp[r], 2u) << "non-leader " << r;
   }
   for (int r : {0, 2}) EXPECT_GT(shm[r], 2u) << "leader " << r << ": the ring between the groups";

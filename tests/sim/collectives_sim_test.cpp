@@ -140,9 +140,11 @@ TEST(SimCollectives, HierarchicalInNodeMemoryMatchesTheRealCommunicator) {
     const auto tcp = simulateCollective(star(nodes, ppn, 1), s);
     EXPECT_EQ(tcp.node_piece, 0u);
     EXPECT_EQ(node.inter_node_bytes, tcp.inter_node_bytes);
+    const size_t chunks = comm::nodePipelineChunks(s.bytes, s.segment_bytes);
+    EXPECT_EQ(chunks, 3u);
     for (int r = 0; r < nodes * ppn; ++r)
       if (r % ppn != 0) {
-        EXPECT_EQ(node.messages_sent[r], 1u) << "rank " << r;  // its node's sum, no network
+        EXPECT_EQ(node.messages_sent[r], chunks) << "rank " << r;  // its node's sum per chunk, no network
       }
   }
   auto p = star(2, 2, 1);

@@ -65,11 +65,16 @@ class NodeMemory {
   virtual void broadcastFromLeader(char* buf, size_t count, DType dt) = 0;
 };
 // Two-level allreduce whose group part runs in `node` (this rank's group of `group_size`
-// contiguous members of g): only the group leaders use `ex`, for a ring over the leaders.
+// contiguous members of g): only the group leaders use `ex`, for a ring over the leaders,
+// pipelined over nodePipelineChunks() chunks of the buffer (the group's sum of the next chunk and
+// the copy out of the previous one run during a chunk's ring).
 // src/comm/algo/allreduce_hierarchical_node.cpp.
+inline constexpr size_t kNodePipelineChunks = 16;
+// Chunks of at least a segment each, at most kNodePipelineChunks.
+size_t nodePipelineChunks(size_t bytes, size_t seg_bytes);
 void allreduceHierarchicalNode(Exchange& ex, const Group& g, int group_size, NodeMemory& node, char* buf,
                                size_t count, DType dt, ReduceOp op, size_t seg_bytes,
-                               Scratch& scratch);  // uses subs 2..3
+                               Scratch& scratch);  // uses subs 2..2 + 2 * kNodePipelineChunks - 1
 // What a node-memory step moves between this member's memory and the others', counted as
 // same-host traffic by both executors: `sent` what the others read of this member's memory, `got`
 // what it reads of theirs. The sum runs per piece of `piece_bytes` (the segment's unit), each

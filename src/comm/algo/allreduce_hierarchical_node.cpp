@@ -1,29 +1,106 @@
 // Two-level allreduce with each group's part in the memory its members share (a node): the group
 // sums into its leader's buffer (NodeMemory::reduceToLeader), the leaders run the ring allreduce
-// over the network on the whole buffer, and each leader's result goes back to its group
-// (broadcastFromLeader). Only leaders use the Exchange: N bytes per leader between nodes, and no
-// loopback TCP inside the node (allreduce_hierarchical.cpp puts a reduce-scatter, a gather and a
-// tree broadcast there). The communicator runs the group's part in a shared-memory segment
-// (src/comm/shm_node.h), the simulator as host copies and a barrier (src/sim/sim_node.h).
+// over the network, and each leader's result goes back to its group (broadcastFromLeader). Only
+// leaders use the Exchange: N bytes per leader between nodes, and no loopback TCP inside the node
+// (allreduce_hierarchical.cpp puts a reduce-scatter, a gather and a tree broadcast there). The
+// communicator runs the group's part in a shared-memory segment (src/comm/shm_node.h), the
+// simulator as host copies and a barrier (src/sim/sim_node.h).
+//
+// Pipelined over chunks of the buffer: while the leaders' ring moves chunk k, each leader sums
+// chunk k + 1 with its group and hands chunk k - 1 back to it. The leader does these node steps
+// at its ring's waits (NodeOverlap below), while the ring's messages are in flight; the other
+// members do the same steps in the same order, so only the first chunk's sum and the last
+// chunk's copy out are not overlapped.
 #include <algorithm>
+#include <deque>
+#include <functional>
 
 #include "lowcomm/comm/algorithms.h"
 
 namespace lowcomm::comm {
+
+namespace {
+
+using NodeStep = std::function<void()>;
+
+// The inner Exchange, with the next pending node step run at each wait before waiting.
+class NodeOverlap final : public Exchange {
+ public:
+  NodeOverlap(Exchange& inner, std::deque<NodeStep>& steps) : Exchange(inner.seq()), in_(inner), steps_(steps) {}
+  int isend(int peer, const void* ptr, size_t bytes, uint64_t slot) override { return in_.isend(peer, ptr, bytes, slot); }
+  int irecv(int peer, void* ptr, size_t bytes, uint64_t slot) override { return in_.irecv(peer, ptr, bytes, slot); }
+  int irecvAny(const std::vector<int>& peers, void* ptr, size_t bytes, uint64_t slot) override {
+    return in_.irecvAny(peers, ptr, bytes, slot);
+  }
+  int peerOf(int req) const override { return in_.peerOf(req); }
+  void wait(int req) override {
+    runNext();
+    in_.wait(req);
+  }
+  void waitAll() override {
+    runNext();
+    in_.waitAll();
+  }
+  void reduce(void* dst, const void* src, size_t count, DType dt, ReduceOp op) override {
+    in_.reduce(dst, src, count, dt, op);
+  }
+  void copy(void* dst, const void* src, size_t bytes) override { in_.copy(dst, src, bytes); }
+
+ private:
+  void runNext() {
+    if (steps_.empty()) return;
+    NodeStep s = std::move(steps_.front());
+    steps_.pop_front();
+    s();
+  }
+  Exchange& in_;
+  std::deque<NodeStep>& steps_;
+};
+
+}  // namespace
+
+size_t nodePipelineChunks(size_t bytes, size_t seg_bytes) {
+  const size_t min_chunk = std::max<size_t>(seg_bytes, 1);
+  return std::clamp<size_t>(bytes / min_chunk, 1, kNodePipelineChunks);
+}
 
 void allreduceHierarchicalNode(Exchange& ex, const Group& g, int group_size, NodeMemory& node, char* buf,
                                size_t count, DType dt, ReduceOp op, size_t seg_bytes, Scratch& scratch) {
   const int n = g.size();
   if (n == 1 || count == 0) return;
   const int gs = std::max(1, std::min(group_size, n));
-  node.reduceToLeader(buf, count, dt, op);
-  if (g.me % gs == 0 && n > gs) {
-    Group leaders;
-    for (int i = 0; i < n; i += gs) leaders.ranks.push_back(g.ranks[i]);
-    leaders.me = g.me / gs;
-    allreduceRing(ex, leaders, buf, count, dt, op, seg_bytes, 2, scratch);
+  if (n <= gs) {  // one group: nothing crosses the network
+    node.reduceToLeader(buf, count, dt, op);
+    node.broadcastFromLeader(buf, count, dt);
+    return;
   }
-  node.broadcastFromLeader(buf, count, dt);
+  const size_t es = dtypeSize(dt);
+  const auto chunk = evenOffsets(count, static_cast<int>(nodePipelineChunks(count * es, seg_bytes)));
+  const int chunks = static_cast<int>(chunk.size()) - 1;
+  auto sum = [&](int k) -> NodeStep {
+    return [&, k] { node.reduceToLeader(buf + chunk[k] * es, chunk[k + 1] - chunk[k], dt, op); };
+  };
+  auto back = [&](int k) -> NodeStep {
+    return [&, k] { node.broadcastFromLeader(buf + chunk[k] * es, chunk[k + 1] - chunk[k], dt); };
+  };
+  const bool leader = g.me % gs == 0;
+  Group leaders;
+  for (int i = 0; i < n; i += gs) leaders.ranks.push_back(g.ranks[i]);
+  leaders.me = g.me / gs;
+
+  sum(0)();
+  for (int k = 0; k < chunks; ++k) {
+    std::deque<NodeStep> steps;  // the same steps in the same order on every member of the group
+    if (k + 1 < chunks) steps.push_back(sum(k + 1));
+    if (k > 0) steps.push_back(back(k - 1));
+    if (leader) {
+      NodeOverlap ox(ex, steps);
+      allreduceRing(ox, leaders, buf + chunk[k] * es, chunk[k + 1] - chunk[k], dt, op, seg_bytes,
+                    2 + 2 * static_cast<uint32_t>(k), scratch);
+    }
+    for (auto& s : steps) s();  // what the ring's waits left (all of them on the other members)
+  }
+  back(chunks - 1)();
 }
 
 NodeBytes nodeReduceBytes(size_t count, size_t es, int n, int me, size_t piece_bytes, bool all_out) {
