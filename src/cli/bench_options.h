@@ -26,10 +26,10 @@ struct CollectiveBenchOptions {
   std::string iface, address;
   int group_size = 0;                  // hierarchical allreduce; 0 = LOCAL_WORLD_SIZE
   int timeout_s = 300;
-  size_t segment_bytes = 1 << 20;
+  size_t segment_bytes = comm::CommOptions{}.segment_bytes;
   comm::ShmMode shm = comm::ShmMode::automatic;
   std::string tuning;                  // a `simulate tune` file for the automatic allreduce
-  size_t shm_piece_bytes = 256 << 10;
+  size_t shm_piece_bytes = comm::CommOptions{}.shm_piece_bytes;
 };
 
 // "4B:256MiB" (powers of two between), "1KiB,64MiB" (a list), "65536" (bytes).

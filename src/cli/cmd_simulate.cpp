@@ -44,7 +44,7 @@ int simulateCollectives(int argc, char** argv) {
               calibration;
   double latency_us = p.link_latency_s * 1e6, reduce_gbps = p.reduce_Bps / 1e9, loopback_gbps = p.loopback_Bps / 1e9,
          node_memory_gbps = p.node_memory_Bps / 1e9;
-  size_t segment = 1 << 20, shm_piece = comm::CommOptions{}.shm_piece_bytes;
+  size_t segment = comm::CommOptions{}.segment_bytes, shm_piece = comm::CommOptions{}.shm_piece_bytes;
   std::string shm = "auto";
   int group_size = 0;
   std::string topology = "star";
@@ -161,7 +161,7 @@ void printCalibration(const sim::Calibration& c) {
 int simulateCalibrate(int argc, char** argv) {
   std::string setting, measured, out, base;
   std::vector<std::string> timelines, node_timelines;
-  size_t segment = 1 << 20;
+  size_t segment = comm::CommOptions{}.segment_bytes;
   sim::PlatformSpec p;
   bool fit = true, call_overheads = false;
   int steps = 100;

@@ -33,7 +33,7 @@ void writeTable(const std::string& path, const std::string& text) {
 
 int simulateTune(int argc, char** argv) {
   std::string setting, calibration, sizes = "4B:256MiB", algos = "ring,hd,hier,rails", out;
-  size_t segment = 1 << 20;
+  size_t segment = comm::CommOptions{}.segment_bytes;
   double margin = 0.15;
   CLI::App app{"Choose the allreduce algorithm per size from the calibrated simulation and write a tuning file"};
   app.add_option("--calibration", calibration, "a `simulate calibrate` output (its setting, links and hosts)");

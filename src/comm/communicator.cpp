@@ -221,8 +221,9 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
   // Mapping the segment is collective and may fail on every rank alike: then choose again.
   if (a == Algo::shm && size_ > 1 && count > 0 && !shmDomain()) a = chooseAllreduce(count * es, algo);
   // The algorithm is part of the fingerprint: ranks running different ones would exchange
-  // messages of different sizes.
-  checkFingerprint("allreduce", count, dt, static_cast<int>(op) | static_cast<int>(a) << 8);
+  // messages of different sizes; so is hier's shm mode (its node part in shared memory or not).
+  const int shm_bits = a == Algo::hierarchical && opts_.shm != ShmMode::off ? 1 << 16 : 0;
+  checkFingerprint("allreduce", count, dt, static_cast<int>(op) | static_cast<int>(a) << 8 | shm_bits);
   if (size_ == 1 || count == 0) return;
   ShmDomain* node = a == Algo::hierarchical ? nodeShm() : nullptr;  // collective at the first call
   CallRecord rec(trace_, "allreduce", count * es, dt, world_ranks_);

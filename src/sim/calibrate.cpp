@@ -38,10 +38,17 @@ double goldenMin(const std::function<double(double)>& f, double lo, double hi, i
   return (a + b) / 2;
 }
 
-// The node memory's rate is fitted in log10 of bytes per second over [8, 11] (0.1–100 GB/s); a
-// fit within 0.05 of either end is not pinned by the data (0.11–89 GB/s are).
-constexpr double kNodeLo = 8.0, kNodeHi = 11.0, kNodeMargin = 0.05;
-bool nodeRatePinned(double lg) { return lg > kNodeLo + kNodeMargin && lg < kNodeHi - kNodeMargin; }
+// The node memory's rate is fitted in log10 of bytes per second over [8, 11] (0.1–100 GB/s). The
+// data pin a fit (log rate lg; loss_at: the fit's loss at a log rate) only away from both ends
+// (0.05 decades) and where half and twice the rate both fit worse by kPinLoss (a squared log
+// error of 1 %): copies that the pipelined hier hides behind the leaders' ring leave every faster
+// rate as good as the fit, so such data only bound the rate.
+constexpr double kNodeLo = 8.0, kNodeHi = 11.0, kNodeMargin = 0.05, kPinLoss = 1e-4;
+bool nodeRatePinned(double lg, const std::function<double(double)>& loss_at) {
+  if (!(lg > kNodeLo + kNodeMargin && lg < kNodeHi - kNodeMargin)) return false;
+  const double at = loss_at(lg), d = std::log10(2.0);
+  return std::min(loss_at(lg - d), loss_at(lg + d)) > at + kPinLoss;
+}
 
 // Mean squared log error of the rows selected by `use`, simulated on p.
 double loss(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t seg,
@@ -173,9 +180,13 @@ Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>&
       p.bandwidth_factor = fitRows(p, &PlatformSpec::bandwidth_factor, 0.3, 1.2, same, rows, segment_bytes, large);
     if (any_node && any_large) {  // the links from the TCP rows first
       const double lg = fitRows(p, &PlatformSpec::node_memory_Bps, kNodeLo, kNodeHi, tenTo, rows, segment_bytes, node);
-      // At a bound the rows do not pin it (e.g. they are faster than the simulation even with
-      // free copies): start's stays.
-      node_fitted = nodeRatePinned(lg);
+      // Rows that do not pin it (e.g. faster than the simulation even with free copies, or
+      // copies hidden by the pipelining): start's stays.
+      node_fitted = nodeRatePinned(lg, [&](double x) {
+        PlatformSpec q = p;
+        q.node_memory_Bps = tenTo(x);
+        return loss(q, rows, segment_bytes, node);
+      });
       p.node_memory_Bps = node_fitted ? tenTo(lg) : start.node_memory_Bps;
     }
     if (any_small && !call_overheads)
@@ -285,9 +296,17 @@ void replayRuns(const PlatformSpec& p, const TrainingRuns& runs, std::vector<dou
   }
 }
 
+// The sum over the runs of the squared log errors of their predicted mean steps on p.
+double runsLoss(const PlatformSpec& p, const TrainingRuns& runs) {
+  std::vector<double> m, pr;
+  replayRuns(p, runs, m, pr);
+  double sum = 0;
+  for (size_t i = 0; i < m.size(); ++i) sum += std::pow(std::log(pr[i] / m[i]), 2);
+  return sum;
+}
+
 // The value of `start`.*field, value(x) for x in [lo, hi], whose replays of the runs predict their
-// measured mean step times (golden section on the sum of squared log errors); start's other values
-// stay.
+// measured mean step times (golden section on runsLoss); start's other values stay.
 OverheadFit fitHostValue(const PlatformSpec& start, const TrainingRuns& runs, double PlatformSpec::*field, double lo,
                          double hi, double (*value)(double)) {
   OverheadFit fit;
@@ -300,11 +319,7 @@ OverheadFit fitHostValue(const PlatformSpec& start, const TrainingRuns& runs, do
   auto err = [&](double x) {
     PlatformSpec q = start;
     q.*field = value(x);
-    std::vector<double> m, pr;
-    replayRuns(q, runs, m, pr);
-    double sum = 0;
-    for (size_t i = 0; i < m.size(); ++i) sum += std::pow(std::log(pr[i] / m[i]), 2);
-    return sum;
+    return runsLoss(q, runs);
   };
   fit.platform.*field = value(goldenMin(err, lo, hi, 14));
   replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
@@ -329,7 +344,12 @@ OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
     throw ConfigError("simulate calibrate: no hier allreduce of the --node-timeline runs ran in shared memory (no "
                       "node_piece on their calls): nothing to fit the node memory to");
   OverheadFit fit = fitHostValue(start, runs, &PlatformSpec::node_memory_Bps, kNodeLo, kNodeHi, tenTo);
-  if (nodeRatePinned(std::log10(fit.platform.node_memory_Bps))) return fit;
+  const auto loss_at = [&](double x) {
+    PlatformSpec q = fit.platform;
+    q.node_memory_Bps = tenTo(x);
+    return runsLoss(q, runs);
+  };
+  if (nodeRatePinned(std::log10(fit.platform.node_memory_Bps), loss_at)) return fit;
   fit.pinned = false;  // no rate explains the steps: start's stays
   fit.platform.node_memory_Bps = start.node_memory_Bps;
   replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);

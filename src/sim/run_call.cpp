@@ -63,8 +63,9 @@ bool spansNodes(SimNetwork& net, const comm::Group& g) {
 }  // namespace
 
 bool runsInNodeMemory(SimNetwork& net, const comm::Group& g, const CallSpec& c, int default_group) {
-  return c.op == "allreduce" && c.algo == Algo::hierarchical && c.node_piece > 0 && !(net.ina && spansNodes(net, g)) &&
-         groupsOnOneNode(net, g, c.group_size > 0 ? c.group_size : default_group);
+  const int gs = std::min(c.group_size > 0 ? c.group_size : default_group, g.size());
+  return c.op == "allreduce" && c.algo == Algo::hierarchical && c.node_piece > 0 && gs >= 2 &&
+         !(net.ina && spansNodes(net, g)) && groupsOnOneNode(net, g, gs);  // as Communicator::nodeShm
 }
 
 void runCall(SimExchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf, char* out,

@@ -227,7 +227,7 @@ TEST(AllreduceHierarchical, GroupsOnOneHostUseSharedMemoryOnlyLeadersSend) {
   const auto& shm = messages[0];
   const auto& tcp = messages[1];
   // Pipelined: one record of the node's sum per chunk (16 chunks of a 64 KiB segment), nothing more.
-  const size_t chunks = nodePipelineChunks(count * 4, opts_segment);
+  const size_t chunks = nodePipelineChunks(count * 4, opts_segment, 2);
   ASSERT_EQ(chunks, 16u);
   for (int r : {1, 3}) {
     EXPECT_EQ(shm[r], chunks) << "non-leader " << r << " sent over TCP";

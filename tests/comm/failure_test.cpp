@@ -141,6 +141,32 @@ TEST(Failure, DifferentAlgorithmsAreAMismatchInDebugMode) {
   EXPECT_EQ(mismatches, (std::vector<int>{1, 1}));
 }
 
+// A hier allreduce with its node part in shared memory on one rank and over TCP on another would
+// exchange different messages: in debug mode the shm option is part of the call's fingerprint.
+TEST(Failure, DifferentShmModesForHierAreAMismatchInDebugMode) {
+  CommOptions opts;
+  opts.debug_check = true;
+  opts.group_size = 2;
+  opts.timeout = seconds(20);
+  auto comms = test::makeComms(4, opts);
+  CommOptions off = opts;
+  off.shm = ShmMode::off;
+  comms[3]->setOptions(off);
+  std::vector<int> mismatches(4, 0);
+  std::string error0;
+  test::onRanks(4, [&](int r) {
+    std::vector<float> x(1000, 1.f);
+    try {
+      comms[r]->allreduce(x.data(), x.size(), DType::f32, ReduceOp::sum, Algo::hierarchical);
+    } catch (const MismatchError& e) {
+      mismatches[r] = 1;
+      if (r == 0) error0 = e.what();
+    }
+  });
+  EXPECT_EQ(mismatches, (std::vector<int>{1, 1, 1, 1}));
+  EXPECT_NE(error0.find("rank 3"), std::string::npos) << error0;
+}
+
 // A rank that gives up closes its connections: peers blocked on it fail at once with a
 // PeerError naming it, long before their own (much longer) timeout.
 TEST(Failure, ARankGivingUpMakesItsPeersFailFast) {

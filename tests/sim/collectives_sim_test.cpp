@@ -140,7 +140,7 @@ TEST(SimCollectives, HierarchicalInNodeMemoryMatchesTheRealCommunicator) {
     const auto tcp = simulateCollective(star(nodes, ppn, 1), s);
     EXPECT_EQ(tcp.node_piece, 0u);
     EXPECT_EQ(node.inter_node_bytes, tcp.inter_node_bytes);
-    const size_t chunks = comm::nodePipelineChunks(s.bytes, s.segment_bytes);
+    const size_t chunks = comm::nodePipelineChunks(s.bytes, s.segment_bytes, nodes);
     EXPECT_EQ(chunks, 3u);
     for (int r = 0; r < nodes * ppn; ++r)
       if (r % ppn != 0) {

@@ -70,8 +70,10 @@ class NodeMemory {
 // the copy out of the previous one run during a chunk's ring).
 // src/comm/algo/allreduce_hierarchical_node.cpp.
 inline constexpr size_t kNodePipelineChunks = 16;
-// Chunks of at least a segment each, at most kNodePipelineChunks.
-size_t nodePipelineChunks(size_t bytes, size_t seg_bytes);
+static_assert(2 + 2 * kNodePipelineChunks <= 64, "each chunk's ring takes two of the 64 subs");
+// Chunks of `bytes` for `leaders` group leaders: at least half a segment per leader and a segment
+// per chunk (each chunk's ring costs 2 (leaders - 1) steps of latency), at most kNodePipelineChunks.
+size_t nodePipelineChunks(size_t bytes, size_t seg_bytes, int leaders);
 void allreduceHierarchicalNode(Exchange& ex, const Group& g, int group_size, NodeMemory& node, char* buf,
                                size_t count, DType dt, ReduceOp op, size_t seg_bytes,
                                Scratch& scratch);  // uses subs 2..2 + 2 * kNodePipelineChunks - 1

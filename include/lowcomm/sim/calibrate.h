@@ -74,7 +74,8 @@ struct OverheadFit {
 };
 OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& runs);
 // The same for PlatformSpec::node_memory_Bps (in log of the rate over 0.1–100 GB/s; a fit within
-// 0.05 decades of an end keeps start's value, pinned = false), from runs whose hier allreduces
+// 0.05 decades of an end, or one that half or twice the rate fits about as well, keeps start's
+// value, pinned = false), from runs whose hier allreduces
 // ran in shared memory (ConfigError if none did): the node's copies at what training leaves of the
 // caches and cores.
 OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs);

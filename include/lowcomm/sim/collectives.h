@@ -22,7 +22,7 @@ struct CollectiveSpec {
   size_t bytes = 1 << 20;        // the buffer (allreduce, broadcast, reduce_scatter input, allgather output,
                                  // alltoall send buffer) in bytes; a multiple of the element size
   comm::DType dtype = comm::DType::f32;
-  size_t segment_bytes = 1 << 20;  // as CommOptions::segment_bytes
+  size_t segment_bytes = comm::CommOptions{}.segment_bytes;
   int group_size = 0;            // hier: ranks per group (0: ranks per node)
   size_t node_piece = 0;         // hier: each node's part in its shared memory, pieces of this size (0: TCP)
   int root = 0;                  // broadcast

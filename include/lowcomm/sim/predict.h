@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "lowcomm/comm/communicator.h"
 #include "lowcomm/sim/platform.h"
 #include "lowcomm/sim/replay.h"
 
@@ -34,7 +35,7 @@ struct PredictOptions {
   // not recorded with one (the communicator's default with comm.shm = auto:
   // CommOptions::shm_piece_bytes) and keep a recorded piece; 0: every hier allreduce over TCP
   // (comm.shm = off). --algo "recorded" keeps every call as recorded.
-  size_t node_piece = 256 << 10;
+  size_t node_piece = comm::CommOptions{}.shm_piece_bytes;
 };
 
 // `rank0`, rewritten for every rank of `platform`: a collective over the whole recorded world

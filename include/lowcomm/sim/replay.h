@@ -32,7 +32,7 @@ struct CallSpec {
   comm::Algo algo = comm::Algo::ring;
   uint64_t bytes = 0;               // the whole buffer (allgatherv: the gathered total)
   comm::DType dtype = comm::DType::f32;
-  size_t segment_bytes = 1 << 20;
+  size_t segment_bytes = comm::CommOptions{}.segment_bytes;
   int group_size = 0;               // hier
   size_t node_piece = 0;            // hier: each node's part in shared memory, in pieces of this size (0: over TCP)
   int root = 0;                     // broadcast

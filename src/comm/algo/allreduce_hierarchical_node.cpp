@@ -27,7 +27,9 @@ using NodeStep = std::function<void()>;
 class NodeOverlap final : public Exchange {
  public:
   NodeOverlap(Exchange& inner, std::deque<NodeStep>& steps) : Exchange(inner.seq()), in_(inner), steps_(steps) {}
-  int isend(int peer, const void* ptr, size_t bytes, uint64_t slot) override { return in_.isend(peer, ptr, bytes, slot); }
+  int isend(int peer, const void* ptr, size_t bytes, uint64_t slot) override {
+    return in_.isend(peer, ptr, bytes, slot);
+  }
   int irecv(int peer, void* ptr, size_t bytes, uint64_t slot) override { return in_.irecv(peer, ptr, bytes, slot); }
   int irecvAny(const std::vector<int>& peers, void* ptr, size_t bytes, uint64_t slot) override {
     return in_.irecvAny(peers, ptr, bytes, slot);
@@ -59,8 +61,8 @@ class NodeOverlap final : public Exchange {
 
 }  // namespace
 
-size_t nodePipelineChunks(size_t bytes, size_t seg_bytes) {
-  const size_t min_chunk = std::max<size_t>(seg_bytes, 1);
+size_t nodePipelineChunks(size_t bytes, size_t seg_bytes, int leaders) {
+  const size_t min_chunk = std::max<size_t>(seg_bytes, 1) * static_cast<size_t>(std::max(1, leaders / 2));
   return std::clamp<size_t>(bytes / min_chunk, 1, kNodePipelineChunks);
 }
 
@@ -75,7 +77,12 @@ void allreduceHierarchicalNode(Exchange& ex, const Group& g, int group_size, Nod
     return;
   }
   const size_t es = dtypeSize(dt);
-  const auto chunk = evenOffsets(count, static_cast<int>(nodePipelineChunks(count * es, seg_bytes)));
+  const bool leader = g.me % gs == 0;
+  Group leaders;
+  for (int i = 0; i < n; i += gs) leaders.ranks.push_back(g.ranks[i]);
+  leaders.me = g.me / gs;
+  const size_t parts = nodePipelineChunks(count * es, seg_bytes, leaders.size());
+  const auto chunk = evenOffsets(count, static_cast<int>(std::min(count, parts)));
   const int chunks = static_cast<int>(chunk.size()) - 1;
   auto sum = [&](int k) -> NodeStep {
     return [&, k] { node.reduceToLeader(buf + chunk[k] * es, chunk[k + 1] - chunk[k], dt, op); };
@@ -83,10 +90,6 @@ void allreduceHierarchicalNode(Exchange& ex, const Group& g, int group_size, Nod
   auto back = [&](int k) -> NodeStep {
     return [&, k] { node.broadcastFromLeader(buf + chunk[k] * es, chunk[k + 1] - chunk[k], dt); };
   };
-  const bool leader = g.me % gs == 0;
-  Group leaders;
-  for (int i = 0; i < n; i += gs) leaders.ranks.push_back(g.ranks[i]);
-  leaders.me = g.me / gs;
 
   sum(0)();
   for (int k = 0; k < chunks; ++k) {
