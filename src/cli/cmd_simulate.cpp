@@ -160,7 +160,7 @@ void printCalibration(const sim::Calibration& c) {
 // Fits the links' achieved rate and latency to `bench collectives --cluster` rows of one setting.
 int simulateCalibrate(int argc, char** argv) {
   std::string setting, measured, out, base;
-  std::vector<std::string> timelines, node_timelines;
+  std::vector<std::string> timelines, node_timelines, link_timelines;
   size_t segment = comm::CommOptions{}.segment_bytes;
   sim::PlatformSpec p;
   bool fit = true, call_overheads = false;
@@ -175,8 +175,11 @@ int simulateCalibrate(int argc, char** argv) {
   app.add_option("--node-timeline", node_timelines,
                  "a lowcomm train --timeline whose hier allreduces ran in shared memory (node_piece): fits the node "
                  "memory's rate in training (after the time per message); repeatable as --timeline");
+  app.add_option("--link-timeline", link_timelines,
+                 "a lowcomm train --timeline: fits the links' achieved rate to its steps (after the rows, before "
+                 "--timeline), for links that carry training's traffic faster than the bulk rows; repeatable");
   app.add_option("--timeline-steps", steps, "steps of the timeline replayed per trial")->capture_default_str();
-  app.add_option("--calibration", base, "start from this calibration instead of fitting links (with --timeline)");
+  app.add_option("--calibration", base, "start from this calibration instead of fitting --measured rows (with the timeline fits)");
   app.add_option("--segment", segment, "the --segment the rows were measured with, bytes")->capture_default_str();
   app.add_option("--cores", p.cores, "cores per node")->capture_default_str();
   app.add_option("--out", out, "write the fitted platform here (JSON; simulate collectives --calibration)");
@@ -187,8 +190,8 @@ int simulateCalibrate(int argc, char** argv) {
   if (!parseArgs(app, argc, argv)) return 0;
   const auto parsed = sim::parseSetting(setting);
   useSetting(p, parsed);
-  if (measured.empty() && timelines.empty() && node_timelines.empty())
-    throw ConfigError("simulate calibrate: give --measured, --timeline, --node-timeline or several");
+  if (measured.empty() && timelines.empty() && node_timelines.empty() && link_timelines.empty())
+    throw ConfigError("simulate calibrate: give --measured, --timeline, --node-timeline, --link-timeline or several");
   if (call_overheads && !fit) throw ConfigError("simulate calibrate: --call-overheads fits; it does not go with --no-fit");
   if (!base.empty() && !measured.empty())
     throw ConfigError("simulate calibrate: --calibration replaces fitting --measured rows; give one of them");
@@ -234,6 +237,13 @@ int simulateCalibrate(int argc, char** argv) {
                   f.predicted_step_s[i] * 1e3, f.measured_step_s[i] * 1e3,
                   (f.predicted_step_s[i] / f.measured_step_s[i] - 1) * 100);
   };
+  if (!link_timelines.empty())
+    fitTimelines(link_timelines, sim::fitLinkRate, [](const sim::OverheadFit& f) {
+      std::ostringstream o;
+      o << "links at " << std::fixed << std::setprecision(4) << f.platform.bandwidth_factor << " x their rate in training"
+        << (f.pinned ? "" : " (kept: no factor in 0.3-1.2 fits)");
+      return o.str();
+    });
   if (!timelines.empty())
     fitTimelines(timelines, sim::fitMessageOverhead, [](const sim::OverheadFit& f) {
       std::ostringstream o;

@@ -333,6 +333,18 @@ OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& ru
   return fitHostValue(start, runs, &PlatformSpec::message_overhead_s, 0.0, 5e-3, same);
 }
 
+OverheadFit fitLinkRate(const PlatformSpec& start, const TrainingRuns& runs) {
+  requireRuns(runs);
+  constexpr double lo = 0.3, hi = 1.2, margin = 0.01;
+  OverheadFit fit = fitHostValue(start, runs, &PlatformSpec::bandwidth_factor, lo, hi, same);
+  const double f = fit.platform.bandwidth_factor;
+  if (f > lo + margin && f < hi - margin) return fit;
+  fit.pinned = false;  // no rate explains the steps: start's stays
+  fit.platform.bandwidth_factor = start.bandwidth_factor;
+  replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
+  return fit;
+}
+
 OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
   requireRuns(runs);
   const bool any = std::any_of(runs.begin(), runs.end(), [](const std::vector<RankProgram>& programs) {

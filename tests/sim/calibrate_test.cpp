@@ -119,6 +119,35 @@ TEST(SimCalibrate, FitsTheNodeMemoryToATimeline) {
   std::remove(path.c_str());
 }
 
+// The links' achieved rate fitted to a DDP run whose steps were made at 0.9 x the 100 Mbit/s
+// links (the rows' 0.8 x to start from): the rate that made them; a run no rate explains (steps
+// faster than links at 1.2 x allow) keeps the start's.
+TEST(SimCalibrate, FitsTheLinkRateToATrainingRun) {
+  const auto path = fixture::tempPath("link_rate");
+  fixture::writeTrace(path, fixture::ddpSteps(4, 4u << 20, 15));
+  auto programs = readTimeline(path, {});
+  PlatformSpec truth = parseSetting("4x1@100mbit");
+  truth.bandwidth_factor = 0.9;
+  const auto r = replay(truth, programs);
+  for (size_t i = 0; i < programs.size(); ++i)
+    std::fill(programs[i].measured_step_s.begin(), programs[i].measured_step_s.end(), r.predicted_step_by_rank[i]);
+  PlatformSpec start = parseSetting("4x1@100mbit");
+  start.bandwidth_factor = 0.8;
+  start.message_overhead_s = 1e-4;
+  const auto fit = fitLinkRate(start, {programs});
+  EXPECT_NEAR(fit.platform.bandwidth_factor, 0.9, 0.005);
+  EXPECT_TRUE(fit.pinned);
+  EXPECT_DOUBLE_EQ(fit.platform.message_overhead_s, 1e-4);  // the other values stay
+  ASSERT_EQ(fit.predicted_step_s.size(), 1u);
+  EXPECT_NEAR(fit.predicted_step_s[0] / fit.measured_step_s[0], 1.0, 0.01);
+  for (auto& p : programs)  // steps in a tenth of the time: no link rate makes them
+    for (auto& m : p.measured_step_s) m *= 0.1;
+  const auto kept = fitLinkRate(start, {programs});
+  EXPECT_FALSE(kept.pinned);
+  EXPECT_DOUBLE_EQ(kept.platform.bandwidth_factor, 0.8);
+  std::remove(path.c_str());
+}
+
 // The time per message fitted to several runs at once: the value that made both runs' steps when
 // one did, else the least squares of their errors, which lies between each run's own value.
 TEST(SimCalibrate, FitsTheTimePerMessageToSeveralRuns) {
