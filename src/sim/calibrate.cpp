@@ -38,17 +38,23 @@ double goldenMin(const std::function<double(double)>& f, double lo, double hi, i
   return (a + b) / 2;
 }
 
-// The node memory's rate is fitted in log10 of bytes per second over [8, 11] (0.1–100 GB/s). The
-// data pin a fit (log rate lg; loss_at: the fit's loss at a log rate) only away from both ends
-// (0.05 decades) and where half and twice the rate both fit worse by kPinLoss (a squared log
-// error of 1 %): copies that the pipelined hier hides behind the leaders' ring leave every faster
-// rate as good as the fit, so such data only bound the rate.
-constexpr double kNodeLo = 8.0, kNodeHi = 11.0, kNodeMargin = 0.05, kPinLoss = 1e-4;
-bool nodeRatePinned(double lg, const std::function<double(double)>& loss_at) {
-  if (!(lg > kNodeLo + kNodeMargin && lg < kNodeHi - kNodeMargin)) return false;
-  const double at = loss_at(lg), d = std::log10(2.0);
-  return std::min(loss_at(lg - d), loss_at(lg + d)) > at + kPinLoss;
+// Whether the data pin a value x fitted in [lo, hi] (loss_at: the fit's loss at a value): only
+// away from both ends (by `margin`) and where x - d and x + d both fit worse by kPinLoss (a squared
+// log error of 1 %). Else the data only bound it: e.g. copies that the pipelined hier hides behind
+// the leaders' ring leave every faster rate as good as the fit.
+constexpr double kPinLoss = 1e-4;
+bool pinnedAt(double x, double lo, double hi, double margin, double d, const std::function<double(double)>& loss_at) {
+  if (!(x > lo + margin && x < hi - margin)) return false;
+  return std::min(loss_at(x - d), loss_at(x + d)) > loss_at(x) + kPinLoss;
 }
+// The node memory's rate is fitted in log10 of bytes per second over [8, 11] (0.1–100 GB/s) and
+// pinned when half and twice the rate fit worse; the links' factor over [0.3, 1.2], pinned when
+// 0.1 less and more fit worse.
+constexpr double kNodeLo = 8.0, kNodeHi = 11.0, kNodeMargin = 0.05;
+bool nodeRatePinned(double lg, const std::function<double(double)>& loss_at) {
+  return pinnedAt(lg, kNodeLo, kNodeHi, kNodeMargin, std::log10(2.0), loss_at);
+}
+constexpr double kLinkLo = 0.3, kLinkHi = 1.2, kLinkMargin = 0.01, kLinkStep = 0.1;
 
 // Mean squared log error of the rows selected by `use`, simulated on p.
 double loss(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t seg,
@@ -177,7 +183,7 @@ Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>&
   bool node_fitted = false;
   for (int round = 0; round < 2; ++round) {
     if (any_large)
-      p.bandwidth_factor = fitRows(p, &PlatformSpec::bandwidth_factor, 0.3, 1.2, same, rows, segment_bytes, large);
+      p.bandwidth_factor = fitRows(p, &PlatformSpec::bandwidth_factor, kLinkLo, kLinkHi, same, rows, segment_bytes, large);
     if (any_node && any_large) {  // the links from the TCP rows first
       const double lg = fitRows(p, &PlatformSpec::node_memory_Bps, kNodeLo, kNodeHi, tenTo, rows, segment_bytes, node);
       // Rows that do not pin it (e.g. faster than the simulation even with free copies, or
@@ -335,10 +341,13 @@ OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& ru
 
 OverheadFit fitLinkRate(const PlatformSpec& start, const TrainingRuns& runs) {
   requireRuns(runs);
-  constexpr double lo = 0.3, hi = 1.2, margin = 0.01;
-  OverheadFit fit = fitHostValue(start, runs, &PlatformSpec::bandwidth_factor, lo, hi, same);
-  const double f = fit.platform.bandwidth_factor;
-  if (f > lo + margin && f < hi - margin) return fit;
+  OverheadFit fit = fitHostValue(start, runs, &PlatformSpec::bandwidth_factor, kLinkLo, kLinkHi, same);
+  const auto loss_at = [&](double f) {
+    PlatformSpec q = fit.platform;
+    q.bandwidth_factor = f;
+    return runsLoss(q, runs);
+  };
+  if (pinnedAt(fit.platform.bandwidth_factor, kLinkLo, kLinkHi, kLinkMargin, kLinkStep, loss_at)) return fit;
   fit.pinned = false;  // no rate explains the steps: start's stays
   fit.platform.bandwidth_factor = start.bandwidth_factor;
   replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);

@@ -79,8 +79,8 @@ OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& ru
 // ran in shared memory (ConfigError if none did): the node's copies at what training leaves of the
 // caches and cores.
 OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs);
-// The same for PlatformSpec::bandwidth_factor (0.3–1.2; pinned = false at a bound, start's value
-// stays): the links' achieved rate under a training run's traffic, where bulk `bench collectives`
+// The same for PlatformSpec::bandwidth_factor (0.3–1.2; pinned = false at a bound or where 0.1
+// less and more fit about as well, start's value stays): the links' achieved rate under a training run's traffic, where bulk `bench collectives`
 // rows of many MiB lose more to TCP on the shaped links than training's bursts of segments do.
 OverheadFit fitLinkRate(const PlatformSpec& start, const TrainingRuns& runs);
 
