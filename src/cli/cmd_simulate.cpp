@@ -157,7 +157,8 @@ void printCalibration(const sim::Calibration& c) {
   std::printf("# mean |error| %.1f %%, max %.1f %%\n", c.mean_abs_error * 100, c.max_abs_error * 100);
 }
 
-// Fits the links' achieved rate and latency to `bench collectives --cluster` rows of one setting.
+// Fits the links' achieved rate and latency to `bench collectives --cluster` rows of one setting,
+// then host values (and, with --link-timeline, the links' rate) to training runs' timelines.
 int simulateCalibrate(int argc, char** argv) {
   std::string setting, measured, out, base;
   std::vector<std::string> timelines, node_timelines, link_timelines;
@@ -165,8 +166,9 @@ int simulateCalibrate(int argc, char** argv) {
   sim::PlatformSpec p;
   bool fit = true, call_overheads = false;
   int steps = 100;
-  CLI::App app{"Fit the simulated links to measured collectives (bench collectives --cluster ... --json FILE) "
-               "and the host's time per message to training runs' timelines"};
+  CLI::App app{"Fit the simulated links to measured collectives (bench collectives --cluster ... --json FILE), "
+               "then the links' rate in training, the host's time per message and the node memory's rate to training "
+               "runs' timelines"};
   app.add_option("--setting", setting, "the setting the rows were measured on, NODESxPROCS@RATE")->required();
   app.add_option("--measured", measured, "bench collectives --json output");
   app.add_option("--timeline", timelines,
@@ -212,8 +214,8 @@ int simulateCalibrate(int argc, char** argv) {
     if (std::any_of(rows.begin(), rows.end(), [](const sim::MeasuredRow& r) { return r.node_piece > 0; }))
       std::printf("# node memory (hier in shared memory): %.2f GB/s per rank%s\n", c.platform.node_memory_Bps / 1e9,
                   c.node_memory_fitted || !fit ? ""
-                                                : " (kept: no TCP rows of >= 1 MiB to fit the links first, or no rate in "
-                                                  "0.1-100 GB/s fits the rows of >= 1 MiB)");
+                                                : " (kept: no TCP rows of >= 1 MiB to fit the links first, or the "
+                                                  "rows of >= 1 MiB do not pin a rate in 0.1-100 GB/s)");
     printCalibration(c);
   }
   // A host value fitted to the timelines' measured steps: `fit` on them, then `what` it found.
@@ -241,7 +243,7 @@ int simulateCalibrate(int argc, char** argv) {
     fitTimelines(link_timelines, sim::fitLinkRate, [](const sim::OverheadFit& f) {
       std::ostringstream o;
       o << "links at " << std::fixed << std::setprecision(4) << f.platform.bandwidth_factor << " x their rate in training"
-        << (f.pinned ? "" : " (kept: no factor in 0.3-1.2 fits)");
+        << (f.pinned ? "" : " (kept: the runs do not pin a factor in 0.3-1.2)");
       return o.str();
     });
   if (!timelines.empty())
@@ -254,7 +256,7 @@ int simulateCalibrate(int argc, char** argv) {
     fitTimelines(node_timelines, sim::fitNodeMemory, [](const sim::OverheadFit& f) {
       std::ostringstream o;
       o << "node memory at " << std::fixed << std::setprecision(2) << f.platform.node_memory_Bps / 1e9
-        << " GB/s per rank in training" << (f.pinned ? "" : " (kept: no rate in 0.1-100 GB/s fits)");
+        << " GB/s per rank in training" << (f.pinned ? "" : " (kept: the runs do not pin a rate in 0.1-100 GB/s)");
       return o.str();
     });
   if (!out.empty()) sim::saveCalibration(out, setting, c);

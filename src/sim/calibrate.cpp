@@ -38,10 +38,11 @@ double goldenMin(const std::function<double(double)>& f, double lo, double hi, i
   return (a + b) / 2;
 }
 
-// Whether the data pin a value x fitted in [lo, hi] (loss_at: the fit's loss at a value): only
-// away from both ends (by `margin`) and where x - d and x + d both fit worse by kPinLoss (a squared
-// log error of 1 %). Else the data only bound it: e.g. copies that the pipelined hier hides behind
-// the leaders' ring leave every faster rate as good as the fit.
+// Whether the data pin a value x fitted in [lo, hi] (loss_at: the fit's loss at a value, a mean
+// squared log error): only away from both ends (by `margin`) and where x - d and x + d both raise
+// the loss by kPinLoss (as a 1 % error on every row or run would). Else the data only bound it:
+// e.g. copies that the pipelined hier hides behind the leaders' ring leave every faster rate as
+// good as the fit.
 constexpr double kPinLoss = 1e-4;
 bool pinnedAt(double x, double lo, double hi, double margin, double d, const std::function<double(double)>& loss_at) {
   if (!(x > lo + margin && x < hi - margin)) return false;
@@ -55,6 +56,7 @@ bool nodeRatePinned(double lg, const std::function<double(double)>& loss_at) {
   return pinnedAt(lg, kNodeLo, kNodeHi, kNodeMargin, std::log10(2.0), loss_at);
 }
 constexpr double kLinkLo = 0.3, kLinkHi = 1.2, kLinkMargin = 0.01, kLinkStep = 0.1;
+static_assert(kLinkLo - kLinkStep > 0 && kLinkHi + kLinkStep <= 1.5, "factors a platform accepts (platform.cpp)");
 
 // Mean squared log error of the rows selected by `use`, simulated on p.
 double loss(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t seg,
@@ -302,13 +304,13 @@ void replayRuns(const PlatformSpec& p, const TrainingRuns& runs, std::vector<dou
   }
 }
 
-// The sum over the runs of the squared log errors of their predicted mean steps on p.
+// The mean over the runs of the squared log errors of their predicted mean steps on p.
 double runsLoss(const PlatformSpec& p, const TrainingRuns& runs) {
   std::vector<double> m, pr;
   replayRuns(p, runs, m, pr);
   double sum = 0;
   for (size_t i = 0; i < m.size(); ++i) sum += std::pow(std::log(pr[i] / m[i]), 2);
-  return sum;
+  return m.empty() ? 0 : sum / static_cast<double>(m.size());
 }
 
 // The value of `start`.*field, value(x) for x in [lo, hi], whose replays of the runs predict their
@@ -348,7 +350,7 @@ OverheadFit fitLinkRate(const PlatformSpec& start, const TrainingRuns& runs) {
     return runsLoss(q, runs);
   };
   if (pinnedAt(fit.platform.bandwidth_factor, kLinkLo, kLinkHi, kLinkMargin, kLinkStep, loss_at)) return fit;
-  fit.pinned = false;  // no rate explains the steps: start's stays
+  fit.pinned = false;  // the runs do not pin it: start's stays
   fit.platform.bandwidth_factor = start.bandwidth_factor;
   replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
   return fit;
@@ -371,7 +373,7 @@ OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
     return runsLoss(q, runs);
   };
   if (nodeRatePinned(std::log10(fit.platform.node_memory_Bps), loss_at)) return fit;
-  fit.pinned = false;  // no rate explains the steps: start's stays
+  fit.pinned = false;  // the runs do not pin it: start's stays
   fit.platform.node_memory_Bps = start.node_memory_Bps;
   replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
   return fit;

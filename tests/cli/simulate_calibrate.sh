@@ -39,9 +39,9 @@ rep = json.load(open(f"{tmp}/replay.json"))
 assert abs(rep["predicted_step_s"] * 1e3 - fit_ms) < 0.01 + 1e-3 * fit_ms, (rep["predicted_step_s"], fit_ms)
 print("ok: h =", round(h * 1e6, 1), "us")
 PY
-# The links' rate fitted to the DDP run: the saved factor is the printed one, fitted inside its
-# range or the start's kept (as from the two-run fit's time per message, which no rate reconciles
-# with this run); the other values stay.
+# The links' rate fitted to the DDP run, which ran on loopback, faster than any shaped 1 Gbit/s
+# link allows: no factor in 0.3-1.2 replays it, so the start's is kept and saved as printed; the
+# other values stay.
 for start in none cal; do
   from=(); [ $start = cal ] && from=(--calibration "$tmp/cal.json")
   "$LOWCOMM" simulate calibrate --setting 2x1@1gbit --link-timeline "$tmp/ddp/timeline.json" --timeline-steps 0 \
@@ -59,14 +59,10 @@ for start, base in (("none", {"bandwidth_factor": 1.0, "message_overhead_s": 0.0
     assert m, text
     f = cal_l["bandwidth_factor"]
     assert abs(float(m.group(1)) - f) < 1e-4, (text, f)
-    kept = "(kept:" in text
-    assert kept == (f == base["bandwidth_factor"]), (start, text, f)
-    assert kept or 0.3 < f < 1.2, f
+    assert "(kept: the runs do not pin a factor in 0.3-1.2)" in text, text
+    assert f == base["bandwidth_factor"], (start, text, f)
     assert cal_l["message_overhead_s"] == base["message_overhead_s"], (start, cal_l)
-    if not kept:  # the fitted rate replays the run's steps
-        got = re.search(r"replayed ([0-9.]+) ms per step against ([0-9.]+) ms", text)
-        assert abs(float(got.group(1)) / float(got.group(2)) - 1) < 0.02, text
-    print("ok: links from", start, f, "kept" if kept else "fitted")
+    print("ok: links from", start, f, "kept")
 PY
 bad() {
   local what=$1 want=$2; shift 2

@@ -121,13 +121,15 @@ TEST(SimCalibrate, FitsTheNodeMemoryToATimeline) {
 
 // The links' achieved rate fitted to a DDP run whose steps were made at 0.9 x the 100 Mbit/s
 // links (the rows' 0.8 x to start from): the rate that made them; a run no rate explains (steps
-// faster than links at 1.2 x allow) keeps the start's.
+// faster than links at 1.2 x allow) and one whose communication hides behind compute keep the
+// start's.
 TEST(SimCalibrate, FitsTheLinkRateToATrainingRun) {
   const auto path = fixture::tempPath("link_rate");
   fixture::writeTrace(path, fixture::ddpSteps(4, 4u << 20, 15));
   auto programs = readTimeline(path, {});
   PlatformSpec truth = parseSetting("4x1@100mbit");
   truth.bandwidth_factor = 0.9;
+  truth.message_overhead_s = 1e-4;
   const auto r = replay(truth, programs);
   for (size_t i = 0; i < programs.size(); ++i)
     std::fill(programs[i].measured_step_s.begin(), programs[i].measured_step_s.end(), r.predicted_step_by_rank[i]);
@@ -145,6 +147,16 @@ TEST(SimCalibrate, FitsTheLinkRateToATrainingRun) {
   const auto kept = fitLinkRate(start, {programs});
   EXPECT_FALSE(kept.pinned);
   EXPECT_DOUBLE_EQ(kept.platform.bandwidth_factor, 0.8);
+  // A run whose 4 KiB bucket hides in the backward pass: every rate replays its steps alike, so the
+  // run does not pin one.
+  fixture::writeTrace(path, fixture::ddpSteps(4, 4u << 10, 15));
+  auto hidden = readTimeline(path, {});
+  const auto h = replay(truth, hidden);
+  for (size_t i = 0; i < hidden.size(); ++i)
+    std::fill(hidden[i].measured_step_s.begin(), hidden[i].measured_step_s.end(), h.predicted_step_by_rank[i]);
+  const auto flat = fitLinkRate(start, {hidden});
+  EXPECT_FALSE(flat.pinned);
+  EXPECT_DOUBLE_EQ(flat.platform.bandwidth_factor, 0.8);
   std::remove(path.c_str());
 }
 

@@ -42,7 +42,8 @@ CollectiveSpec specFor(const MeasuredRow& row, const PlatformSpec& p, size_t seg
 
 // Fits bandwidth_factor (to the rows of at least 1 MiB that ran over TCP only), node_memory_Bps
 // (to the rows of at least 1 MiB of hier in shared memory, when there are such TCP rows too and
-// the fit lands inside 0.11–89 GB/s; else start's stays) and
+// the rows pin it: inside 0.11–89 GB/s, half and twice the rate fitting worse; else start's
+// stays) and
 // link_latency_s (to the smaller ones) by minimising the mean squared relative error, starting
 // from `start`. With `call_overheads`,
 // the latency stays start's (the links' own) and the smaller rows fit a host time per call for
@@ -63,14 +64,14 @@ PlatformSpec loadCalibration(const std::string& path);
 using TrainingRuns = std::vector<std::vector<RankProgram>>;
 
 // Fits PlatformSpec::message_overhead_s (the host's time per message) so that replaying training
-// runs' timelines on `start` predicts their measured mean step times: the value with the least sum
+// runs' timelines on `start` predicts their measured mean step times: the value with the least mean
 // of squared log errors log(predicted / measured) over the runs (one run: its own error, 0 where a
 // value reaches it), golden section over [0, 5 ms]. The other values of `start` stay. ConfigError
 // if `runs` is empty or a run has no measured step time.
 struct OverheadFit {
   PlatformSpec platform;
   std::vector<double> measured_step_s, predicted_step_s;  // per run, replayed on `platform`
-  bool pinned = true;  // false: the fit ended at a bound of its range and start's value stayed
+  bool pinned = true;  // false: the runs do not pin the value (at a bound, or flat) and start's stayed
 };
 OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& runs);
 // The same for PlatformSpec::node_memory_Bps (in log of the rate over 0.1–100 GB/s; a fit within
