@@ -316,6 +316,26 @@ double runsLoss(const PlatformSpec& p, const TrainingRuns& runs) {
 // The value of `start`.*field, value(x) for x in [lo, hi], whose replays of the runs predict their
 // measured mean step times (golden section on runsLoss); start's other values stay.
 OverheadFit fitHostValue(const PlatformSpec& start, const TrainingRuns& runs, double PlatformSpec::*field, double lo,
+                         double hi, double (*value)(double));
+
+// fitHostValue, kept only where the runs pin the fitted x (pinnedAt with `margin` and `d`); else
+// start's value back (pinned = false) and the runs replayed with it.
+OverheadFit fitPinnedValue(const PlatformSpec& start, const TrainingRuns& runs, double PlatformSpec::*field, double lo,
+                           double hi, double (*value)(double), double x_of_value(double), double margin, double d) {
+  OverheadFit fit = fitHostValue(start, runs, field, lo, hi, value);
+  const auto loss_at = [&](double x) {
+    PlatformSpec q = fit.platform;
+    q.*field = value(x);
+    return runsLoss(q, runs);
+  };
+  if (pinnedAt(x_of_value(fit.platform.*field), lo, hi, margin, d, loss_at)) return fit;
+  fit.pinned = false;
+  fit.platform.*field = start.*field;
+  replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
+  return fit;
+}
+
+OverheadFit fitHostValue(const PlatformSpec& start, const TrainingRuns& runs, double PlatformSpec::*field, double lo,
                          double hi, double (*value)(double)) {
   OverheadFit fit;
   fit.platform = start;
@@ -343,17 +363,8 @@ OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& ru
 
 OverheadFit fitLinkRate(const PlatformSpec& start, const TrainingRuns& runs) {
   requireRuns(runs);
-  OverheadFit fit = fitHostValue(start, runs, &PlatformSpec::bandwidth_factor, kLinkLo, kLinkHi, same);
-  const auto loss_at = [&](double f) {
-    PlatformSpec q = fit.platform;
-    q.bandwidth_factor = f;
-    return runsLoss(q, runs);
-  };
-  if (pinnedAt(fit.platform.bandwidth_factor, kLinkLo, kLinkHi, kLinkMargin, kLinkStep, loss_at)) return fit;
-  fit.pinned = false;  // the runs do not pin it: start's stays
-  fit.platform.bandwidth_factor = start.bandwidth_factor;
-  replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
-  return fit;
+  return fitPinnedValue(start, runs, &PlatformSpec::bandwidth_factor, kLinkLo, kLinkHi, same, same, kLinkMargin,
+                        kLinkStep);
 }
 
 OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
@@ -366,17 +377,8 @@ OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
   if (!any)
     throw ConfigError("simulate calibrate: no hier allreduce of the --node-timeline runs ran in shared memory (no "
                       "node_piece on their calls): nothing to fit the node memory to");
-  OverheadFit fit = fitHostValue(start, runs, &PlatformSpec::node_memory_Bps, kNodeLo, kNodeHi, tenTo);
-  const auto loss_at = [&](double x) {
-    PlatformSpec q = fit.platform;
-    q.node_memory_Bps = tenTo(x);
-    return runsLoss(q, runs);
-  };
-  if (nodeRatePinned(std::log10(fit.platform.node_memory_Bps), loss_at)) return fit;
-  fit.pinned = false;  // the runs do not pin it: start's stays
-  fit.platform.node_memory_Bps = start.node_memory_Bps;
-  replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
-  return fit;
+  return fitPinnedValue(start, runs, &PlatformSpec::node_memory_Bps, kNodeLo, kNodeHi, tenTo,
+                        [](double bps) { return std::log10(bps); }, kNodeMargin, std::log10(2.0));
 }
 
 }  // namespace lowcomm::sim
