@@ -37,6 +37,7 @@ struct Row {
   double time_us, algbw, busbw;
   int64_t wrong;
   size_t node_piece = 0;  // hier allreduce: each node's part ran in shared memory, pieces of this size
+  std::vector<double> round_us;  // --rounds > 1: each round's time (time_us is their median)
 };
 
 double busFactor(const std::string& op, int n) {
@@ -152,10 +153,12 @@ void printRow(const Row& r) {
 
 void writeJson(const std::string& path, const std::vector<Row>& rows) {
   nlohmann::json arr = nlohmann::json::array();
-  for (const auto& r : rows)
+  for (const auto& r : rows) {
     arr.push_back({{"op", r.op}, {"algo", r.algo}, {"backend", r.backend}, {"world", r.world}, {"dtype", r.dtype},
                    {"bytes", r.bytes}, {"time_us", r.time_us}, {"algbw_GBps", r.algbw}, {"busbw_GBps", r.busbw},
                    {"wrong", r.wrong}, {"node_piece", r.node_piece}});
+    if (r.round_us.size() > 1) arr.back()["round_time_us"] = r.round_us;
+  }
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp);
@@ -236,7 +239,7 @@ int worker(const CollectiveBenchOptions& o) {
           if (rank == 0 && bytes == o.sizes.front()) std::printf("# shm rows skipped: ranks do not share a host (or --shm off)\n");
           continue;
         }
-        auto& us_all = round_us[i];
+        std::vector<double> us_all = round_us[i];
         std::nth_element(us_all.begin(), us_all.begin() + us_all.size() / 2, us_all.end());
         const double us = us_all[us_all.size() / 2];
         k.fill();
@@ -252,6 +255,7 @@ int worker(const CollectiveBenchOptions& o) {
         if (op == "allgather" && algo == Algo::automatic)
           shown = comm::algoName(comm::autoAllgather(n, c.options().group_size));
         rows.push_back(makeRow(k, shown, "lowcomm", real_bytes, us, wrong));
+        rows.back().round_us = round_us[i];
         if (op == "allreduce" && algo == Algo::hierarchical) rows.back().node_piece = c.nodePiece();
         if (rank == 0) printRow(rows.back());
       }

@@ -37,6 +37,8 @@ def test_bench_collectives_rounds_give_one_checked_row_per_case_and_bad_counts_a
     assert sorted((r["bytes"], r["algo"].split(":")[0]) for r in rows) == sorted(
         (b, a) for b in (4096, 65536) for a in ("auto", "ring", "hd"))
     assert all(r["wrong"] == 0 and r["time_us"] > 0 for r in rows)
+    # each round's time is kept, and the row's time is their median
+    assert all(len(r["round_time_us"]) == 3 and r["time_us"] == sorted(r["round_time_us"])[1] for r in rows)
     assert "3 rounds" in out.stdout, out.stdout
     bad = subprocess.run([LOWCOMM, "bench", "collectives", "--nproc", "2", "--rounds", "0"], capture_output=True,
                          text=True, timeout=60)
