@@ -25,10 +25,17 @@ namespace sg4 = simgrid::s4u;
 
 namespace {
 
-// A coarsened call (CoarseOptions): the sample's rank 0 publishes what every rank then counts.
+// A coarsened call (CoarseOptions): each rank of the sample's first node publishes what the
+// ranks of its local index then count.
 struct CoarseCall {
-  sg4::SemaphorePtr done = sg4::Semaphore::create(0);
-  uint64_t sent = 0, messages = 0;  // per rank, scaled to the full ring
+  std::vector<sg4::SemaphorePtr> done;          // per local index
+  // Per local index, per rank, scaled to the full call: over the network, in node memory.
+  std::vector<uint64_t> sent, messages, node_sent, node_messages;
+  void size(int unit) {
+    if (static_cast<int>(done.size()) >= unit) return;
+    for (int j = static_cast<int>(done.size()); j < unit; ++j) done.push_back(sg4::Semaphore::create(0));
+    sent.resize(unit), messages.resize(unit), node_sent.resize(unit), node_messages.resize(unit);
+  }
 };
 
 struct RankState {
@@ -65,16 +72,33 @@ std::string groupKey(const CallSpec& c) {
   return k;
 }
 
-bool coarsens(const Shared& sh, const CallSpec& c) {
-  const int n = sh.net.world();
-  return sh.coarse.max_ring > 1 && n > sh.coarse.max_ring && c.ranks.empty() &&
-         c.algo == comm::Algo::ring &&
-         (c.op == "allgatherv" || (c.op == "allreduce" && !sh.net.ina));
+// The ranks a coarsened call samples together: hier's node groups, else single ranks.
+int coarseUnit(const Shared& sh, const CallSpec& c) {
+  return c.algo == comm::Algo::hierarchical ? (c.group_size > 0 ? c.group_size : sh.platform.ppn) : 1;
 }
+
+bool coarsens(Shared& sh, const CallSpec& c) {
+  const int n = sh.net.world();
+  if (sh.coarse.max_ring <= 1 || !c.ranks.empty()) return false;
+  if (c.algo == comm::Algo::ring)
+    return n > sh.coarse.max_ring && (c.op == "allgatherv" || (c.op == "allreduce" && !sh.net.ina));
+  if (c.algo != comm::Algo::hierarchical || c.op != "allreduce") return false;
+  // hier: a ring of node leaders, each node's part in its shared memory (where the leaders'
+  // bytes are all the node sends).
+  const int unit = coarseUnit(sh, c);
+  return unit > 1 && n % unit == 0 && n / unit > sh.coarse.max_ring &&
+         runsInNodeMemory(sh.net, comm::Group::world(0, n), c, sh.platform.ppn);
+}
+
+// What a call sent: over the network, and in node memory (hier's node steps).
+struct CallBytes {
+  uint64_t sent = 0, messages = 0, node_sent = 0, node_messages = 0;
+  double node_s = 0;  // time in node-memory steps
+};
 
 // Runs `c` on `rank` (its group's or the world's) and returns the bytes and messages it sent;
 // `count`: whether they go into the network's counters.
-std::pair<uint64_t, uint64_t> runGroupCall(Shared& sh, int rank, const CallSpec& c, bool count = true) {
+CallBytes runGroupCall(Shared& sh, int rank, const CallSpec& c, bool count = true) {
   comm::Group g;
   if (c.ranks.empty()) {
     g = comm::Group::world(rank, sh.net.world());
@@ -93,44 +117,59 @@ std::pair<uint64_t, uint64_t> runGroupCall(Shared& sh, int rank, const CallSpec&
   SimExchange ex(sh.net, rank, seq, count);
   runCall(ex, g, c, sh.platform.ppn, sh.buf.get(), sh.out.get(), sh.scratch);
   ++sh.calls;
-  return {ex.bytesSent(), ex.messagesSent()};
+  return {ex.bytesSent(), ex.messagesSent(), ex.nodeBytesSent(), ex.nodeMessagesSent(), ex.nodeTime()};
 }
 
-// The call on every k-th rank, scaled (CoarseOptions); the others wait for it. Every rank counts
-// the full ring's bytes and messages as sent to its ring successor.
+// The call on every k-th rank (hier: every k-th node), scaled (CoarseOptions); the others wait
+// for it. Every rank counts the full ring's bytes and messages as its sample twin did (the rank
+// of the first node with its local index), sent to its ring successor (hier: a leader to the
+// next node's leader, the others, which send nothing, to their leader).
 void runCoarse(Shared& sh, int rank, int thread, const CallSpec& c) {
-  const int n = sh.net.world(), k = (n + sh.coarse.max_ring - 1) / sh.coarse.max_ring;
-  const int next = (rank + 1) % n;
+  const int n = sh.net.world(), unit = coarseUnit(sh, c), units = n / unit;
+  const int k = (units + sh.coarse.max_ring - 1) / sh.coarse.max_ring;
+  const int local = rank % unit;
+  const int next = local == 0 ? (rank + unit) % n : rank - local;
+  const int node_peer = rank - local + (local == 0 ? 1 : 0);  // as SimNode's
   CoarseCall& cc = sh.coarse_calls[{thread, sh.state[rank].coarse_calls[thread]++}];
-  if (rank % k != 0) {
-    cc.done->acquire();
-    sh.net.count(rank, next, cc.sent, cc.messages);
+  cc.size(unit);
+  if (rank / unit % k != 0) {
+    cc.done[local]->acquire();
+    sh.net.count(rank, next, cc.sent[local], cc.messages[local]);
+    if (cc.node_sent[local] > 0) sh.net.count(rank, node_peer, cc.node_sent[local], cc.node_messages[local]);
     return;
   }
   CallSpec s = c;
-  for (int r = 0; r < n; r += k) s.ranks.push_back(r);
-  const auto m = static_cast<uint64_t>(s.ranks.size());
+  for (int u = 0; u < units; u += k)
+    for (int j = 0; j < unit; ++j) s.ranks.push_back(u * unit + j);
+  const auto m = static_cast<uint64_t>(s.ranks.size() / unit);
   const uint64_t es = comm::dtypeSize(c.dtype);
-  if (c.op == "allreduce") {
-    s.bytes = std::max<uint64_t>(1, c.bytes / es / static_cast<uint64_t>(n)) * m * es;  // the same chunk
+  if (c.op == "allreduce") {  // the same chunk per ring step
+    s.bytes = std::max<uint64_t>(1, c.bytes / es / static_cast<uint64_t>(units)) * m * es;
   } else {
     const uint64_t share = c.rank_bytes.empty() ? c.bytes / static_cast<uint64_t>(n) : c.rank_bytes[0];
     s.rank_bytes.assign(m, share);
     s.bytes = share * m;
   }
   const double t0 = sg4::Engine::get_clock();
-  const auto [sent, msgs] = runGroupCall(sh, rank, s, false);
-  const double scale = static_cast<double>(n - 1) / static_cast<double>(m - 1);
+  const CallBytes b = runGroupCall(sh, rank, s, false);
+  const double scale = static_cast<double>(units - 1) / static_cast<double>(m - 1);
   // The ring's steps scale with the ranks; the host's time per call (waited in runCall) does not.
+  // hier's node steps ran on a buffer m / units of the real one: they scale by units / m.
   const double per_call = sh.net.callOverhead(c.op + "/" + comm::algoName(c.algo));
-  sg4::this_actor::sleep_for(std::max(0.0, sg4::Engine::get_clock() - t0 - per_call) * (scale - 1));
+  const double took = std::max(0.0, sg4::Engine::get_clock() - t0 - per_call);
+  const double node_scale = static_cast<double>(units) / static_cast<double>(m);
+  sg4::this_actor::sleep_for(std::max(0.0, took * (scale - 1) - b.node_s * (scale - node_scale)));
   const auto scaled = [scale](uint64_t v) { return static_cast<uint64_t>(static_cast<double>(v) * scale + 0.5); };
-  sh.net.count(rank, next, scaled(sent), scaled(msgs));
-  if (rank == 0) {  // publishes for the ranks outside the sample
-    cc.sent = scaled(sent), cc.messages = scaled(msgs);
-    ++sh.coarsened;
-    for (int r = 0; r < n; ++r)
-      if (r % k != 0) cc.done->release();
+  // Node steps move the buffer: their bytes scale with it (their number does not).
+  const auto node_sent = static_cast<uint64_t>(static_cast<double>(b.node_sent) * units / static_cast<double>(m) + 0.5);
+  sh.net.count(rank, next, scaled(b.sent), scaled(b.messages));
+  if (node_sent > 0) sh.net.count(rank, node_peer, node_sent, b.node_messages);
+  if (rank < unit) {  // the first node publishes for the ranks outside the sample
+    cc.sent[local] = scaled(b.sent), cc.messages[local] = scaled(b.messages);
+    cc.node_sent[local] = node_sent, cc.node_messages[local] = b.node_messages;
+    if (local == 0) ++sh.coarsened;
+    for (int r = local; r < n; r += unit)
+      if (r / unit % k != 0) cc.done[local]->release();
   }
 }
 

@@ -223,6 +223,15 @@ int SimExchange::isend(int peer, const void*, size_t bytes, uint64_t slot) {
   return static_cast<int>(reqs_.size() - 1);
 }
 
+void SimExchange::countNode(int peer, uint64_t bytes) {
+  if (count_) {
+    net_.count(rank_, peer, bytes, 1);
+  } else {
+    node_bytes_sent_ += bytes;
+    node_messages_sent_ += 1;
+  }
+}
+
 int SimExchange::irecv(int peer, void*, size_t bytes, uint64_t slot) {
   if (bytes == 0) return -1;
   reqs_.push_back(Request{nullptr, peer, slot, false, false, nullptr, nullptr});

@@ -145,6 +145,14 @@ class SimExchange final : public comm::Exchange {
   // What this call's isends sent so far, counted or not.
   uint64_t bytesSent() const { return bytes_sent_; }
   uint64_t messagesSent() const { return messages_sent_; }
+  // A node-memory step's bytes to `peer` of its node (SimNode): counted as sent, or, when this
+  // exchange does not count, kept apart (nodeBytesSent) for the coarsened call to scale.
+  void countNode(int peer, uint64_t bytes);
+  uint64_t nodeBytesSent() const { return node_bytes_sent_; }
+  uint64_t nodeMessagesSent() const { return node_messages_sent_; }
+  // Simulated time this rank spent in node-memory steps (SimNode), for the coarsened call.
+  void addNodeTime(double s) { node_s_ += s; }
+  double nodeTime() const { return node_s_; }
   SimNetwork& network() { return net_; }
   int rank() const { return rank_; }
 
@@ -172,6 +180,8 @@ class SimExchange final : public comm::Exchange {
   int rank_;
   bool count_;
   uint64_t bytes_sent_ = 0, messages_sent_ = 0;
+  uint64_t node_bytes_sent_ = 0, node_messages_sent_ = 0;  // uncounted node-memory steps
+  double node_s_ = 0;
   std::deque<Request> reqs_;  // stable addresses: `got` is written when a receive completes
 };
 

@@ -20,30 +20,33 @@ SimNode::SimNode(SimExchange& ex, const comm::Group& g, int group_size, size_t p
 
 void SimNode::reduceToLeader(char*, size_t count, comm::DType dt, comm::ReduceOp) {
   if (size_ == 1 || count == 0) return;
+  const double t0 = sg4::Engine::get_clock();
   const double bytes = ex_.network().nodeMemoryWork(static_cast<double>(count * comm::dtypeSize(dt)));
   sg4::this_actor::execute(bytes);  // into its slot
   barrier_->wait();
   sg4::this_actor::execute(bytes);  // its share (bytes / size) copied, then size - 1 sums into it
   barrier_->wait();
   if (me_ == 0) sg4::this_actor::execute(bytes);  // the sum out
+  ex_.addNodeTime(sg4::Engine::get_clock() - t0);
   record(comm::nodeReduceBytes(count, comm::dtypeSize(dt), size_, me_, piece_, /*all_out=*/false));
 }
 
 void SimNode::broadcastFromLeader(char*, size_t count, comm::DType dt) {
   if (size_ == 1 || count == 0) return;
+  const double t0 = sg4::Engine::get_clock();
   const double bytes = ex_.network().nodeMemoryWork(static_cast<double>(count * comm::dtypeSize(dt)));
   if (me_ == 0) sg4::this_actor::execute(bytes);
   barrier_->wait();
   if (me_ != 0) sg4::this_actor::execute(bytes);
   barrier_->wait();
+  ex_.addNodeTime(sg4::Engine::get_clock() - t0);
   record(comm::nodeBroadcastBytes(count, comm::dtypeSize(dt), size_, me_));
 }
 
 // As ShmNode: one record per step and direction that moved bytes.
 void SimNode::record(const comm::NodeBytes& b) {
-  SimNetwork& net = ex_.network();
-  if (b.sent > 0) net.count(ex_.rank(), peer_, b.sent, 1);
-  net.recv[ex_.rank()] += b.got;
+  if (b.sent > 0) ex_.countNode(peer_, b.sent);
+  ex_.network().recv[ex_.rank()] += b.got;
 }
 
 }  // namespace lowcomm::sim

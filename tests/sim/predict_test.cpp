@@ -224,6 +224,45 @@ TEST(SimPredict, ACoarseRingFollowsTheExactOneWithinOnePercent) {
   }
 }
 
+// The hierarchical allreduce (2 ranks per node, node parts in node memory) over more than
+// max_ring nodes runs on every k-th node and is scaled: on 96 nodes (two leaves of 48, 4:1) the
+// coarse step is within 1 % of the exact one, with each rank's bytes and the inter-node and
+// cross-leaf parts as the exact run's (the leaders send, the others do not); over TCP
+// (node_piece 0) it is not coarsened.
+TEST(SimPredict, ACoarseHierarchicalAllreduceFollowsTheExactOneWithinOnePercent) {
+  for (const size_t piece : {size_t{256} << 10, size_t{0}}) {
+    auto prog = recorded(12 << 20, "predict_coarse_hier");
+    auto p = platform("fat-tree", 96, 10.0);
+    p.ppn = 2;
+    p.leaf_size = 48;
+    p.oversubscription = 4;
+    PredictOptions o;
+    o.algo = "hier";
+    o.node_piece = piece;
+    const auto programs = extrapolate(prog, 2, p, o);
+    const auto exact = replay(p, programs);
+    const auto coarse = replay(p, programs, CoarseOptions{24});
+    const auto same = replay(p, programs, CoarseOptions{96});
+    EXPECT_EQ(exact.coarse_calls, 0u);
+    EXPECT_EQ(same.coarse_calls, 0u);
+    EXPECT_DOUBLE_EQ(same.predicted_step_s, exact.predicted_step_s);
+    if (piece == 0) {
+      EXPECT_EQ(coarse.coarse_calls, 0u);
+      EXPECT_DOUBLE_EQ(coarse.predicted_step_s, exact.predicted_step_s);
+      continue;
+    }
+    EXPECT_EQ(coarse.coarse_calls, 2u);  // one bucket in each of 2 steps
+    EXPECT_NEAR(coarse.predicted_step_s / exact.predicted_step_s, 1.0, 0.01);
+    for (int r : {0, 1, 94, 95, 96, 97, 190, 191}) {
+      EXPECT_NEAR(static_cast<double>(coarse.bytes_sent[r]), static_cast<double>(exact.bytes_sent[r]),
+                  1e-3 * static_cast<double>(exact.bytes_sent[0]))
+          << "rank " << r;
+      EXPECT_EQ(coarse.inter_node_sent[r] > 0, r % 2 == 0) << "rank " << r;
+      EXPECT_EQ(coarse.inter_leaf_sent[r] > 0, exact.inter_leaf_sent[r] > 0) << "rank " << r;
+    }
+  }
+}
+
 // Rank 0 of 4 recorded ranks ran its group's allreduce over ranks {0, 1}: on 8 ranks each rank
 // runs it over its own block, of 2 ranks ("fixed") or 4 ("proportional"), and sends the group
 // ring's 2 (g - 1) / g of the buffer per call; world calls stay over all 8.

@@ -102,7 +102,12 @@ struct ReplayResult {
 // step's flows load the links as the full ring's do; its time and each rank's bytes and messages
 // are scaled by (world - 1) / (sample - 1), the ratio of the steps, and the other ranks wait for
 // the sample. A rank's bytes count as inter-node (cross-leaf) when its ring successor is on
-// another node (leaf). 0: off.
+// another node (leaf). The hierarchical allreduce over more than `max_ring` nodes whose node
+// parts run in node memory (PlatformSpec node_piece > 0) is coarsened alike over nodes: every
+// k-th node (all its ranks) runs it, its leaders' ring with the same chunk per step, and every
+// rank counts what its sample twin (same local index) sent, scaled: the leaders' ring bytes,
+// nothing for the others. The node parts run on the sample's smaller buffer and are scaled with
+// the ring's steps, which brings them back to about their size. 0: off.
 struct CoarseOptions {
   int max_ring = 0;
 };
