@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "bench_options.h"
@@ -161,7 +162,7 @@ void printCalibration(const sim::Calibration& c) {
 // then host values (and, with --link-timeline, the links' rate) to training runs' timelines.
 int simulateCalibrate(int argc, char** argv) {
   std::string setting, measured, out, base;
-  std::vector<std::string> timelines, node_timelines, link_timelines;
+  std::vector<std::string> timelines, node_timelines, link_timelines, call_timelines;
   size_t segment = comm::CommOptions{}.segment_bytes;
   sim::PlatformSpec p;
   bool fit = true, call_overheads = false;
@@ -180,6 +181,9 @@ int simulateCalibrate(int argc, char** argv) {
   app.add_option("--link-timeline", link_timelines,
                  "a lowcomm train --timeline: fits the links' achieved rate to its steps (after the rows, before "
                  "--timeline), for links that carry training's traffic faster than the bulk rows; repeatable");
+  app.add_option("--call-timeline", call_timelines,
+                 "OP/ALGO=TIMELINE, e.g. allgatherv/ring=T: fits a host time per call of that kind to the run's steps "
+                 "(last, after the node memory); repeatable, one value per kind");
   app.add_option("--timeline-steps", steps, "steps of the timeline replayed per trial")->capture_default_str();
   app.add_option("--calibration", base, "start from this calibration instead of fitting --measured rows (with the timeline fits)");
   app.add_option("--segment", segment, "the --segment the rows were measured with, bytes")->capture_default_str();
@@ -192,8 +196,20 @@ int simulateCalibrate(int argc, char** argv) {
   if (!parseArgs(app, argc, argv)) return 0;
   const auto parsed = sim::parseSetting(setting);
   useSetting(p, parsed);
-  if (measured.empty() && timelines.empty() && node_timelines.empty() && link_timelines.empty())
-    throw ConfigError("simulate calibrate: give --measured, --timeline, --node-timeline, --link-timeline or several");
+  if (measured.empty() && timelines.empty() && node_timelines.empty() && link_timelines.empty() &&
+      call_timelines.empty())
+    throw ConfigError(
+        "simulate calibrate: give --measured, --timeline, --node-timeline, --link-timeline, --call-timeline or several");
+  std::map<std::string, std::vector<std::string>> call_runs;  // by call kind, in the order first named
+  std::vector<std::string> call_kinds;
+  for (const auto& kv : call_timelines) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
+      throw ConfigError("simulate calibrate: --call-timeline '" + kv + "' is not OP/ALGO=TIMELINE");
+    const std::string kind = kv.substr(0, eq);
+    if (!call_runs.count(kind)) call_kinds.push_back(kind);
+    call_runs[kind].push_back(kv.substr(eq + 1));
+  }
   if (call_overheads && !fit) throw ConfigError("simulate calibrate: --call-overheads fits; it does not go with --no-fit");
   if (!base.empty() && !measured.empty())
     throw ConfigError("simulate calibrate: --calibration replaces fitting --measured rows; give one of them");
@@ -257,6 +273,15 @@ int simulateCalibrate(int argc, char** argv) {
       std::ostringstream o;
       o << "node memory at " << std::fixed << std::setprecision(2) << f.platform.node_memory_Bps / 1e9
         << " GB/s per rank in training" << (f.pinned ? "" : " (kept: the runs do not pin a rate in 0.1-100 GB/s)");
+      return o.str();
+    });
+  for (const auto& kind : call_kinds)
+    fitTimelines(call_runs[kind], [&](const sim::PlatformSpec& start, const sim::TrainingRuns& runs) {
+      return sim::fitCallOverhead(start, runs, kind);
+    }, [&](const sim::OverheadFit& f) {
+      std::ostringstream o;
+      o << std::fixed << std::setprecision(1) << f.platform.call_overhead_s.at(kind) * 1e6 << " us per " << kind
+        << " call";
       return o.str();
     });
   if (!out.empty()) sim::saveCalibration(out, setting, c);

@@ -356,6 +356,30 @@ OverheadFit fitHostValue(const PlatformSpec& start, const TrainingRuns& runs, do
 
 }  // namespace
 
+OverheadFit fitCallOverhead(const PlatformSpec& start, const TrainingRuns& runs, const std::string& key) {
+  requireRuns(runs);
+  const auto slash = key.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == key.size())
+    throw ConfigError("simulate calibrate: call kind '" + key + "' is not op/algo (e.g. allgatherv/ring)");
+  const bool any = std::any_of(runs.begin(), runs.end(), [&](const std::vector<RankProgram>& programs) {
+    return std::any_of(programs.begin(), programs.end(), [&](const RankProgram& p) {
+      return std::any_of(p.calls.begin(), p.calls.end(),
+                         [&](const CallSpec& c) { return c.op + "/" + comm::algoName(c.algo) == key; });
+    });
+  });
+  if (!any) throw ConfigError("simulate calibrate: no " + key + " call in the runs: nothing to fit its host time to");
+  OverheadFit fit;
+  fit.platform = start;
+  auto err = [&](double x) {
+    PlatformSpec q = start;
+    q.call_overhead_s[key] = x;
+    return runsLoss(q, runs);
+  };
+  fit.platform.call_overhead_s[key] = goldenMin(err, 0.0, 5e-3, 14);
+  replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
+  return fit;
+}
+
 OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& runs) {
   requireRuns(runs);
   return fitHostValue(start, runs, &PlatformSpec::message_overhead_s, 0.0, 5e-3, same);

@@ -24,9 +24,11 @@ std::vector<comm::Algo> candidatesFor(const PlatformSpec& p, const std::vector<c
     if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
   }
   if (out.empty()) throw ConfigError("simulate tune: no candidate algorithm runs on this platform's shape");
-  // With host times per call calibrated, a candidate without one would compete for free.
+  // With host times per allreduce calibrated, a candidate without one would compete for free.
+  const bool per_call = std::any_of(p.call_overhead_s.begin(), p.call_overhead_s.end(),
+                                    [](const auto& kv) { return kv.first.rfind("allreduce/", 0) == 0; });
   for (comm::Algo a : out)
-    if (!p.call_overhead_s.empty() && !p.call_overhead_s.count(std::string("allreduce/") + comm::algoName(a)))
+    if (per_call && !p.call_overhead_s.count(std::string("allreduce/") + comm::algoName(a)))
       throw ConfigError(std::string("simulate tune: the calibration has host times per call (call_overhead_s) but none "
                                     "for allreduce/") +
                         comm::algoName(a) +

@@ -197,6 +197,32 @@ TEST(SimCalibrate, FitsTheTimePerMessageToSeveralRuns) {
   std::remove(path.c_str());
 }
 
+// A host time per call of one kind fitted to a training run whose steps were made with 2 ms per
+// ring allreduce: that value, the other host values kept; a kind the run never calls, or a key
+// that is not op/algo, is an error.
+TEST(SimCalibrate, FitsAHostTimePerCallOfOneKindToATrainingRun) {
+  const auto path = fixture::tempPath("call_overhead");
+  fixture::writeTrace(path, fixture::ddpSteps(4, 4u << 20, 15));
+  auto programs = readTimeline(path, {});
+  std::remove(path.c_str());
+  PlatformSpec truth = parseSetting("4x1@1gbit");
+  truth.message_overhead_s = 1e-4;
+  truth.call_overhead_s = {{"allreduce/ring", 2e-3}};
+  const auto r = replay(truth, programs);
+  for (size_t i = 0; i < programs.size(); ++i)
+    std::fill(programs[i].measured_step_s.begin(), programs[i].measured_step_s.end(), r.predicted_step_by_rank[i]);
+  PlatformSpec start = parseSetting("4x1@1gbit");
+  start.message_overhead_s = 1e-4;
+  const auto fit = fitCallOverhead(start, {programs}, "allreduce/ring");
+  EXPECT_NEAR(fit.platform.call_overhead_s.at("allreduce/ring"), 2e-3, 2e-5);
+  EXPECT_DOUBLE_EQ(fit.platform.message_overhead_s, 1e-4);
+  ASSERT_EQ(fit.predicted_step_s.size(), 1u);
+  EXPECT_NEAR(fit.predicted_step_s[0] / fit.measured_step_s[0], 1.0, 1e-3);
+  EXPECT_THROW(fitCallOverhead(start, {programs}, "allgatherv/ring"), ConfigError);  // never called
+  EXPECT_THROW(fitCallOverhead(start, {programs}, "allreduce"), ConfigError);
+  EXPECT_THROW(fitCallOverhead(start, {}, "allreduce/ring"), ConfigError);
+}
+
 // A host time per call delays exactly the calls of its op and algorithm.
 TEST(SimCalibrate, CallOverheadsAddTheirTimeToTheirCallsOnly) {
   PlatformSpec p = parseSetting("4x1@1gbit");

@@ -84,5 +84,10 @@ OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs);
 // less and more fit about as well, start's value stays): the links' achieved rate under a training run's traffic, where bulk `bench collectives`
 // rows of many MiB lose more to TCP on the shaped links than training's bursts of segments do.
 OverheadFit fitLinkRate(const PlatformSpec& start, const TrainingRuns& runs);
+// The same for PlatformSpec::call_overhead_s[key] ("op/algo", e.g. "allgatherv/ring"; 0–5 ms): a
+// host time per call of that kind that the time per message does not explain (4 processes on 2
+// cores: a sparse codec's allgathers cost more per message than PowerSGD's allreduces). ConfigError
+// if no run has a call of that kind, or the key is not "op/algo".
+OverheadFit fitCallOverhead(const PlatformSpec& start, const TrainingRuns& runs, const std::string& key);
 
 }  // namespace lowcomm::sim
