@@ -280,8 +280,10 @@ int simulateCalibrate(int argc, char** argv) {
       return sim::fitCallOverhead(start, runs, kind);
     }, [&](const sim::OverheadFit& f) {
       std::ostringstream o;
-      o << std::fixed << std::setprecision(1) << f.platform.call_overhead_s.at(kind) * 1e6 << " us per " << kind
-        << " call";
+      const auto it = f.platform.call_overhead_s.find(kind);
+      o << std::fixed << std::setprecision(1) << (it == f.platform.call_overhead_s.end() ? 0.0 : it->second) * 1e6
+        << " us per " << kind << " call"
+        << (f.pinned ? "" : " (kept: the runs do not pin a time in 0-5 ms; their calls hide behind other work)");
       return o.str();
     });
   if (!out.empty()) sim::saveCalibration(out, setting, c);

@@ -304,6 +304,17 @@ void replayRuns(const PlatformSpec& p, const TrainingRuns& runs, std::vector<dou
   }
 }
 
+// ConfigError unless every run (replayed into `fit`) has a measured step time.
+void requireMeasured(const OverheadFit& fit) {
+  for (size_t i = 0; i < fit.measured_step_s.size(); ++i)
+    if (!(fit.measured_step_s[i] > 0) || !std::isfinite(fit.measured_step_s[i]))
+      throw ConfigError("simulate calibrate: training run " + std::to_string(i + 1) +
+                        " has no measured step time (its step spans last 0): nothing to fit to");
+}
+
+// A host time per call is fitted over [0, 5 ms] and pinned when 1 ms less and more fit worse.
+constexpr double kCallHi = 5e-3, kCallStep = 1e-3;
+
 // The mean over the runs of the squared log errors of their predicted mean steps on p.
 double runsLoss(const PlatformSpec& p, const TrainingRuns& runs) {
   std::vector<double> m, pr;
@@ -340,10 +351,7 @@ OverheadFit fitHostValue(const PlatformSpec& start, const TrainingRuns& runs, do
   OverheadFit fit;
   fit.platform = start;
   replayRuns(start, runs, fit.measured_step_s, fit.predicted_step_s);
-  for (size_t i = 0; i < runs.size(); ++i)
-    if (!(fit.measured_step_s[i] > 0) || !std::isfinite(fit.measured_step_s[i]))
-      throw ConfigError("simulate calibrate: training run " + std::to_string(i + 1) +
-                        " has no measured step time (its step spans last 0): nothing to fit to");
+  requireMeasured(fit);
   auto err = [&](double x) {
     PlatformSpec q = start;
     q.*field = value(x);
@@ -370,12 +378,20 @@ OverheadFit fitCallOverhead(const PlatformSpec& start, const TrainingRuns& runs,
   if (!any) throw ConfigError("simulate calibrate: no " + key + " call in the runs: nothing to fit its host time to");
   OverheadFit fit;
   fit.platform = start;
+  replayRuns(start, runs, fit.measured_step_s, fit.predicted_step_s);
+  requireMeasured(fit);
   auto err = [&](double x) {
     PlatformSpec q = start;
-    q.call_overhead_s[key] = x;
+    q.call_overhead_s[key] = std::max(0.0, x);  // pinnedAt looks 1 ms below a fit under 1 ms
     return runsLoss(q, runs);
   };
-  fit.platform.call_overhead_s[key] = goldenMin(err, 0.0, 5e-3, 14);
+  const double x = goldenMin(err, 0.0, kCallHi, 14);
+  // Kept only where 1 ms less and more fit worse: calls hidden behind compute leave the loss flat.
+  if (pinnedAt(x, 0.0, kCallHi, 0.0, kCallStep, err)) {
+    fit.platform.call_overhead_s[key] = x;
+  } else {
+    fit.pinned = false;
+  }
   replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
   return fit;
 }

@@ -30,6 +30,7 @@ namespace {
 struct CoarseCall {
   std::vector<sg4::SemaphorePtr> done;          // per local index
   sg4::BarrierPtr start;                        // the sample's ranks, before they time the call
+  std::map<int, sg4::BarrierPtr> ends;          // per sampled node (hier): its ranks end together
   // Per local index, per rank, scaled to the full call: over the network, in node memory.
   std::vector<uint64_t> sent, messages, node_sent, node_messages;
   void size(int unit) {
@@ -163,7 +164,15 @@ void runCoarse(Shared& sh, int rank, int thread, const CallSpec& c) {
   const double per_call = sh.net.callOverhead(c.op + "/" + comm::algoName(c.algo));
   const double took = std::max(0.0, sg4::Engine::get_clock() - t0 - per_call);
   const double node_scale = static_cast<double>(units) / static_cast<double>(m);
-  sg4::this_actor::sleep_for(std::max(0.0, took * (scale - 1) - b.node_s * (scale - node_scale)));
+  // hier: the leader's time is ring, then node steps (its node_s, waits for its node included); a
+  // member's wait for the leader's ring cannot be told from node time, so members end with their
+  // leader, as the full call's last node barrier makes them.
+  if (local == 0) sg4::this_actor::sleep_for(std::max(0.0, took * (scale - 1) - b.node_s * (scale - node_scale)));
+  if (unit > 1) {
+    auto& end = cc.ends[rank / unit];
+    if (!end) end = sg4::Barrier::create(static_cast<unsigned>(unit));
+    end->wait();
+  }
   const auto scaled = [scale](uint64_t v) { return static_cast<uint64_t>(static_cast<double>(v) * scale + 0.5); };
   // Node steps move the buffer: their bytes scale with it (their number does not).
   const auto node_sent = static_cast<uint64_t>(static_cast<double>(b.node_sent) * units / static_cast<double>(m) + 0.5);

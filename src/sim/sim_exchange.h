@@ -150,7 +150,8 @@ class SimExchange final : public comm::Exchange {
   void countNode(int peer, uint64_t bytes);
   uint64_t nodeBytesSent() const { return node_bytes_sent_; }
   uint64_t nodeMessagesSent() const { return node_messages_sent_; }
-  // Simulated time this rank spent in node-memory steps (SimNode), for the coarsened call.
+  // Simulated time this rank spent in node-memory steps (SimNode; not a member's wait for its
+  // leader's ring), for the coarsened call.
   void addNodeTime(double s) { node_s_ += s; }
   double nodeTime() const { return node_s_; }
   SimNetwork& network() { return net_; }

@@ -27,16 +27,17 @@ void SimNode::reduceToLeader(char*, size_t count, comm::DType dt, comm::ReduceOp
   sg4::this_actor::execute(bytes);  // its share (bytes / size) copied, then size - 1 sums into it
   barrier_->wait();
   if (me_ == 0) sg4::this_actor::execute(bytes);  // the sum out
-  ex_.addNodeTime(sg4::Engine::get_clock() - t0);
+  ex_.addNodeTime(sg4::Engine::get_clock() - t0);  // the node's step, its ranks' waits for each other included
   record(comm::nodeReduceBytes(count, comm::dtypeSize(dt), size_, me_, piece_, /*all_out=*/false));
 }
 
 void SimNode::broadcastFromLeader(char*, size_t count, comm::DType dt) {
   if (size_ == 1 || count == 0) return;
-  const double t0 = sg4::Engine::get_clock();
+  double t0 = sg4::Engine::get_clock();
   const double bytes = ex_.network().nodeMemoryWork(static_cast<double>(count * comm::dtypeSize(dt)));
   if (me_ == 0) sg4::this_actor::execute(bytes);
   barrier_->wait();
+  if (me_ != 0) t0 = sg4::Engine::get_clock();  // a member waited for its leader's ring, not the node
   if (me_ != 0) sg4::this_actor::execute(bytes);
   barrier_->wait();
   ex_.addNodeTime(sg4::Engine::get_clock() - t0);

@@ -66,7 +66,8 @@ for start, base in (("none", {"bandwidth_factor": 1.0, "message_overhead_s": 0.0
     print("ok: links from", start, f, "kept")
 PY
 # A host time per call of top-k's ring allgatherv fitted to its run, from the fitted calibration:
-# saved as printed, the time per message kept.
+# saved as printed (or, where the run does not pin one, said and not saved), the time per message
+# kept.
 "$LOWCOMM" simulate calibrate --setting 2x1@1gbit --call-timeline "allgatherv/ring=$tmp/topk/timeline.json" \
   --timeline-steps 0 --calibration "$tmp/cal.json" --out "$tmp/cal_c.json" > "$tmp/call.txt" || { cat "$tmp/call.txt"; exit 1; }
 cat "$tmp/call.txt"
@@ -75,12 +76,16 @@ import json, re, sys
 tmp = sys.argv[1]
 cal, cal_c = json.load(open(f"{tmp}/cal.json")), json.load(open(f"{tmp}/cal_c.json"))
 text = open(f"{tmp}/call.txt").read()
-m = re.search(r"([0-9.]+) us per allgatherv/ring call, from 1 run", text)
-assert m, text
-v = cal_c["call_overhead_s"]["allgatherv/ring"]
-assert 0 <= v <= 5e-3 and abs(float(m.group(1)) - v * 1e6) < 0.1, (text, v)
 assert cal_c["message_overhead_s"] == cal["message_overhead_s"], cal_c
-print("ok: allgatherv/ring", round(v * 1e6, 1), "us per call")
+if "(kept: the runs do not pin" in text:  # calls hidden behind compute on this machine: nothing saved
+    assert "allgatherv/ring" not in cal_c["call_overhead_s"], cal_c
+    print("ok: allgatherv/ring kept (not pinned)")
+else:
+    m = re.search(r"([0-9.]+) us per allgatherv/ring call, from 1 run", text)
+    assert m, text
+    v = cal_c["call_overhead_s"]["allgatherv/ring"]
+    assert 0 < v < 5e-3 and abs(float(m.group(1)) - v * 1e6) < 0.1, (text, v)
+    print("ok: allgatherv/ring", round(v * 1e6, 1), "us per call")
 PY
 bad() {
   local what=$1 want=$2; shift 2

@@ -218,9 +218,21 @@ TEST(SimCalibrate, FitsAHostTimePerCallOfOneKindToATrainingRun) {
   EXPECT_DOUBLE_EQ(fit.platform.message_overhead_s, 1e-4);
   ASSERT_EQ(fit.predicted_step_s.size(), 1u);
   EXPECT_NEAR(fit.predicted_step_s[0] / fit.measured_step_s[0], 1.0, 1e-3);
+  EXPECT_TRUE(fit.pinned);
   EXPECT_THROW(fitCallOverhead(start, {programs}, "allgatherv/ring"), ConfigError);  // never called
   EXPECT_THROW(fitCallOverhead(start, {programs}, "allreduce"), ConfigError);
   EXPECT_THROW(fitCallOverhead(start, {}, "allreduce/ring"), ConfigError);
+  // A 4 KiB bucket whose call hides in the backward pass: every value replays its steps alike, so
+  // the run does not pin one and the start's (none) stays.
+  fixture::writeTrace(path, fixture::ddpSteps(4, 4u << 10, 5));
+  auto hidden = readTimeline(path, {});
+  std::remove(path.c_str());
+  const auto h = replay(truth, hidden);
+  for (size_t i = 0; i < hidden.size(); ++i)
+    std::fill(hidden[i].measured_step_s.begin(), hidden[i].measured_step_s.end(), h.predicted_step_by_rank[i]);
+  const auto flat = fitCallOverhead(start, {hidden}, "allreduce/ring");
+  EXPECT_FALSE(flat.pinned);
+  EXPECT_EQ(flat.platform.call_overhead_s.count("allreduce/ring"), 0u);
 }
 
 // A host time per call delays exactly the calls of its op and algorithm.

@@ -86,8 +86,10 @@ OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs);
 OverheadFit fitLinkRate(const PlatformSpec& start, const TrainingRuns& runs);
 // The same for PlatformSpec::call_overhead_s[key] ("op/algo", e.g. "allgatherv/ring"; 0–5 ms): a
 // host time per call of that kind that the time per message does not explain (4 processes on 2
-// cores: a sparse codec's allgathers cost more per message than PowerSGD's allreduces). ConfigError
-// if no run has a call of that kind, or the key is not "op/algo".
+// cores: a sparse codec's allgathers cost more per message than PowerSGD's allreduces). Kept only
+// where 1 ms less and more fit worse by kPinLoss (else pinned = false and start's entry, or none,
+// stays: calls hidden behind compute). ConfigError if no run has a call of that kind, the key is
+// not "op/algo", or a run has no measured step time.
 OverheadFit fitCallOverhead(const PlatformSpec& start, const TrainingRuns& runs, const std::string& key);
 
 }  // namespace lowcomm::sim

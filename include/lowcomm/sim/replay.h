@@ -105,9 +105,11 @@ struct ReplayResult {
 // another node (leaf). The hierarchical allreduce over more than `max_ring` nodes whose node
 // parts run in node memory (PlatformSpec node_piece > 0) is coarsened alike over nodes: every
 // k-th node (all its ranks) runs it, its leaders' ring with the same chunk per step, and every
-// rank counts what its sample twin (same local index) sent, scaled: the leaders' ring bytes,
-// nothing for the others. The node parts run on the sample's smaller buffer and are scaled with
-// the ring's steps, which brings them back to about their size. 0: off.
+// rank counts what its sample twin (same local index) sent, scaled: over the network (only the
+// leaders send) by the ring's steps, in node memory by the buffer ratio. The node steps'
+// copies and sums ran on the sample's buffer, m / units of the real one: their time is scaled
+// by units / m, the rest of the call's by the ring's steps; a node's ranks end together. The
+// sample's ranks start together (rings too), so the wait for the last is not scaled. 0: off.
 struct CoarseOptions {
   int max_ring = 0;
 };
