@@ -324,40 +324,30 @@ double runsLoss(const PlatformSpec& p, const TrainingRuns& runs) {
   return m.empty() ? 0 : sum / static_cast<double>(m.size());
 }
 
-// The value of `start`.*field, value(x) for x in [lo, hi], whose replays of the runs predict their
-// measured mean step times (golden section on runsLoss); start's other values stay.
-OverheadFit fitHostValue(const PlatformSpec& start, const TrainingRuns& runs, double PlatformSpec::*field, double lo,
-                         double hi, double (*value)(double));
+// Puts a fitted x into a platform (e.g. message_overhead_s = x, node_memory_Bps = 10^x).
+using Setter = std::function<void(PlatformSpec&, double)>;
 
-// fitHostValue, kept only where the runs pin the fitted x (pinnedAt with `margin` and `d`); else
-// start's value back (pinned = false) and the runs replayed with it.
-OverheadFit fitPinnedValue(const PlatformSpec& start, const TrainingRuns& runs, double PlatformSpec::*field, double lo,
-                           double hi, double (*value)(double), double x_of_value(double), double margin, double d) {
-  OverheadFit fit = fitHostValue(start, runs, field, lo, hi, value);
-  const auto loss_at = [&](double x) {
-    PlatformSpec q = fit.platform;
-    q.*field = value(x);
-    return runsLoss(q, runs);
-  };
-  if (pinnedAt(x_of_value(fit.platform.*field), lo, hi, margin, d, loss_at)) return fit;
-  fit.pinned = false;
-  fit.platform.*field = start.*field;
-  replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
-  return fit;
-}
-
-OverheadFit fitHostValue(const PlatformSpec& start, const TrainingRuns& runs, double PlatformSpec::*field, double lo,
-                         double hi, double (*value)(double)) {
+// The x in [lo, hi] whose platform (start with set(x)) replays the runs' measured mean step times
+// best (golden section on runsLoss); start's other values stay. Kept only where the runs pin it
+// (pinnedAt with `margin` and `d`; d = 0: always kept); else start's value back (pinned = false).
+// The runs are replayed on the result.
+OverheadFit fitHostValue(const PlatformSpec& start, const TrainingRuns& runs, const Setter& set, double lo, double hi,
+                         double margin = 0, double d = 0) {
   OverheadFit fit;
   fit.platform = start;
   replayRuns(start, runs, fit.measured_step_s, fit.predicted_step_s);
   requireMeasured(fit);
   auto err = [&](double x) {
     PlatformSpec q = start;
-    q.*field = value(x);
+    set(q, x);
     return runsLoss(q, runs);
   };
-  fit.platform.*field = value(goldenMin(err, lo, hi, 14));
+  const double x = goldenMin(err, lo, hi, 14);
+  if (d == 0 || pinnedAt(x, lo, hi, margin, d, err)) {
+    set(fit.platform, x);
+  } else {
+    fit.pinned = false;
+  }
   replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
   return fit;
 }
@@ -376,35 +366,21 @@ OverheadFit fitCallOverhead(const PlatformSpec& start, const TrainingRuns& runs,
     });
   });
   if (!any) throw ConfigError("simulate calibrate: no " + key + " call in the runs: nothing to fit its host time to");
-  OverheadFit fit;
-  fit.platform = start;
-  replayRuns(start, runs, fit.measured_step_s, fit.predicted_step_s);
-  requireMeasured(fit);
-  auto err = [&](double x) {
-    PlatformSpec q = start;
-    q.call_overhead_s[key] = std::max(0.0, x);  // pinnedAt looks 1 ms below a fit under 1 ms
-    return runsLoss(q, runs);
-  };
-  const double x = goldenMin(err, 0.0, kCallHi, 14);
-  // Kept only where 1 ms less and more fit worse: calls hidden behind compute leave the loss flat.
-  if (pinnedAt(x, 0.0, kCallHi, 0.0, kCallStep, err)) {
-    fit.platform.call_overhead_s[key] = x;
-  } else {
-    fit.pinned = false;
-  }
-  replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
-  return fit;
+  // Pinned where 1 ms less and more fit worse (calls hidden behind compute leave the loss flat);
+  // below 0 (pinnedAt looks 1 ms below a fit under 1 ms) is none.
+  return fitHostValue(start, runs, [&](PlatformSpec& p, double x) { p.call_overhead_s[key] = std::max(0.0, x); }, 0.0,
+                      kCallHi, 0.0, kCallStep);
 }
 
 OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& runs) {
   requireRuns(runs);
-  return fitHostValue(start, runs, &PlatformSpec::message_overhead_s, 0.0, 5e-3, same);
+  return fitHostValue(start, runs, [](PlatformSpec& p, double x) { p.message_overhead_s = x; }, 0.0, 5e-3);
 }
 
 OverheadFit fitLinkRate(const PlatformSpec& start, const TrainingRuns& runs) {
   requireRuns(runs);
-  return fitPinnedValue(start, runs, &PlatformSpec::bandwidth_factor, kLinkLo, kLinkHi, same, same, kLinkMargin,
-                        kLinkStep);
+  return fitHostValue(start, runs, [](PlatformSpec& p, double x) { p.bandwidth_factor = x; }, kLinkLo, kLinkHi,
+                      kLinkMargin, kLinkStep);
 }
 
 OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
@@ -417,8 +393,8 @@ OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
   if (!any)
     throw ConfigError("simulate calibrate: no hier allreduce of the --node-timeline runs ran in shared memory (no "
                       "node_piece on their calls): nothing to fit the node memory to");
-  return fitPinnedValue(start, runs, &PlatformSpec::node_memory_Bps, kNodeLo, kNodeHi, tenTo,
-                        [](double bps) { return std::log10(bps); }, kNodeMargin, std::log10(2.0));
+  return fitHostValue(start, runs, [](PlatformSpec& p, double lg) { p.node_memory_Bps = tenTo(lg); }, kNodeLo, kNodeHi,
+                      kNodeMargin, std::log10(2.0));
 }
 
 }  // namespace lowcomm::sim
