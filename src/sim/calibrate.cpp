@@ -304,6 +304,14 @@ void replayRuns(const PlatformSpec& p, const TrainingRuns& runs, std::vector<dou
   }
 }
 
+// Whether any rank of any run makes a call that `pred` holds for.
+bool anyCall(const TrainingRuns& runs, const std::function<bool(const CallSpec&)>& pred) {
+  for (const auto& programs : runs)
+    for (const auto& prog : programs)
+      if (std::any_of(prog.calls.begin(), prog.calls.end(), pred)) return true;
+  return false;
+}
+
 // ConfigError unless every run (replayed into `fit`) has a measured step time.
 void requireMeasured(const OverheadFit& fit) {
   for (size_t i = 0; i < fit.measured_step_s.size(); ++i)
@@ -359,13 +367,7 @@ OverheadFit fitCallOverhead(const PlatformSpec& start, const TrainingRuns& runs,
   const auto slash = key.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == key.size())
     throw ConfigError("simulate calibrate: call kind '" + key + "' is not op/algo (e.g. allgatherv/ring)");
-  const bool any = std::any_of(runs.begin(), runs.end(), [&](const std::vector<RankProgram>& programs) {
-    return std::any_of(programs.begin(), programs.end(), [&](const RankProgram& p) {
-      return std::any_of(p.calls.begin(), p.calls.end(),
-                         [&](const CallSpec& c) { return c.op + "/" + comm::algoName(c.algo) == key; });
-    });
-  });
-  if (!any) throw ConfigError("simulate calibrate: no " + key + " call in the runs: nothing to fit its host time to");
+  if (!anyCall(runs, [&](const CallSpec& c) { return c.op + "/" + comm::algoName(c.algo) == key; })) throw ConfigError("simulate calibrate: no " + key + " call in the runs: nothing to fit its host time to");
   // Pinned where 1 ms less and more fit worse (calls hidden behind compute leave the loss flat);
   // below 0 (pinnedAt looks 1 ms below a fit under 1 ms) is none.
   return fitHostValue(start, runs, [&](PlatformSpec& p, double x) { p.call_overhead_s[key] = std::max(0.0, x); }, 0.0,
@@ -385,12 +387,7 @@ OverheadFit fitLinkRate(const PlatformSpec& start, const TrainingRuns& runs) {
 
 OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
   requireRuns(runs);
-  const bool any = std::any_of(runs.begin(), runs.end(), [](const std::vector<RankProgram>& programs) {
-    return std::any_of(programs.begin(), programs.end(), [](const RankProgram& p) {
-      return std::any_of(p.calls.begin(), p.calls.end(), [](const CallSpec& c) { return c.node_piece > 0; });
-    });
-  });
-  if (!any)
+  if (!anyCall(runs, [](const CallSpec& c) { return c.node_piece > 0; }))
     throw ConfigError("simulate calibrate: no hier allreduce of the --node-timeline runs ran in shared memory (no "
                       "node_piece on their calls): nothing to fit the node memory to");
   return fitHostValue(start, runs, [](PlatformSpec& p, double lg) { p.node_memory_Bps = tenTo(lg); }, kNodeLo, kNodeHi,
