@@ -92,7 +92,7 @@ CollectiveResult runSimulation(const PlatformSpec& p, const CollectiveSpec& s) {
   links.link_burst_bytes = 0;
   SimNetwork net(host_of, node_of, links);
   std::unique_ptr<InaFabric> ina;
-  if (p.in_network_aggregation) net.ina = (ina = std::make_unique<InaFabric>(net, plat.switch_host, p)).get();
+  if (p.in_network_aggregation) net.ina = (ina = std::make_unique<InaFabric>(net, plat.ina, p)).get();
   // Every rank's buffers: never read or written (the executor moves no data), so all ranks share
   // one allocation that the kernel never backs with memory.
   std::unique_ptr<char[]> buf(new char[std::max<size_t>(s.bytes, 1)]);

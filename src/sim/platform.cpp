@@ -78,8 +78,8 @@ void validate(const PlatformSpec& p) {
   if (p.link_queue_s > 0 && p.topology != "star")
     bad("link_queue_s", "models the emulated cluster's shaped links (a star), not '" + p.topology + "'");
   if (p.in_network_aggregation) {
-    if (p.topology != "star")
-      bad("in_network_aggregation", "is simulated on a star (one switch, SwitchML's rack), not on '" + p.topology + "'");
+    if (p.topology != "star" && p.topology != "fat-tree")
+      bad("in_network_aggregation", "is simulated on a star or a fat-tree (switches that sum), not on '" + p.topology + "'");
     if (p.ppn != 1) bad("in_network_aggregation", "is simulated with one rank per node (platform.ppn 1), not " + std::to_string(p.ppn));
     if (p.ina_chunk_bytes == 0) bad("ina_chunk_bytes", "must be positive");
     if (p.ina_window < 1) bad("ina_window", "must be at least 1");
@@ -96,8 +96,9 @@ std::vector<unsigned long> torusDims(int n) {
   return {static_cast<unsigned long>(x), static_cast<unsigned long>(n / x)};
 }
 
-// Fat-tree and torus: SimGrid's cluster zones, their hosts and loopbacks made by callbacks.
-void buildCluster(const PlatformSpec& p, SimPlatform& out) {
+// Fat-tree and torus: SimGrid's cluster zones, their hosts and loopbacks made by callbacks
+// (`parent`: null, or the root zone that in-network aggregation's hosts share).
+void buildCluster(const PlatformSpec& p, SimPlatform& out, const sg4::NetZone* parent) {
   out.hosts.assign(p.nodes, nullptr);
   auto netpoint = [&p, &out](sg4::NetZone* zone, const std::vector<unsigned long>&, unsigned long id) {
     auto* host = zone->create_host("node" + std::to_string(id), p.reduce_Bps);
@@ -116,10 +117,10 @@ void buildCluster(const PlatformSpec& p, SimPlatform& out) {
   if (p.topology == "fat-tree") {
     const auto hosts = static_cast<unsigned>(p.leafHosts());
     const auto leaves = static_cast<unsigned>(p.nodes) / hosts, spines = hosts / static_cast<unsigned>(p.oversubscription);
-    zone = sg4::create_fatTree_zone("cluster", nullptr, sg4::FatTreeParams(2, {hosts, leaves}, {1, spines}, {1, 1}),
+    zone = sg4::create_fatTree_zone("cluster", parent, sg4::FatTreeParams(2, {hosts, leaves}, {1, spines}, {1, 1}),
                                     callbacks, bw, p.link_latency_s, sg4::Link::SharingPolicy::SPLITDUPLEX);
   } else {
-    zone = sg4::create_torus_zone("cluster", nullptr, torusDims(p.nodes), callbacks, bw, p.link_latency_s,
+    zone = sg4::create_torus_zone("cluster", parent, torusDims(p.nodes), callbacks, bw, p.link_latency_s,
                                   sg4::Link::SharingPolicy::SPLITDUPLEX);
   }
   zone->seal();
@@ -159,6 +160,72 @@ void buildRail(const PlatformSpec& p, SimPlatform& out) {
   zone->seal();
 }
 
+// The links of the fat-tree's route from a to b: a's up, [its leaf's up to a spine, the spine's
+// down to b's leaf,] b's down.
+std::vector<sg4::Link*> routeLinks(const sg4::Host* a, const sg4::Host* b, size_t expected) {
+  std::vector<sg4::Link*> links;
+  double latency = 0;
+  a->route_to(b, links, &latency);
+  LC_ENFORCE(links.size() == expected, "fat-tree route " + a->get_name() + " -> " + b->get_name() + ": " +
+                                           std::to_string(links.size()) + " links, expected " + std::to_string(expected));
+  return links;
+}
+
+// In-network aggregation on the fat-tree `out.hosts` (one per node) is in: a zone of its own
+// (under `root`) with a stand-in port host per node, a summing host per leaf switch and per spine,
+// whose routes are the fat-tree's own links, found from its routes. Spine s is the one the
+// fat-tree's routes take to a leaf's pos[s]-th host (SimGrid routes by destination), so that
+// every leaf's way to and from spine s are its links to one switch (checked).
+void addInaFatTree(const PlatformSpec& p, SimPlatform& out, const sg4::NetZone* root) {
+  const std::vector<sg4::Host*>& node = out.hosts;
+  const int hosts = p.leafHosts(), leaves = p.nodes / hosts;
+  auto* zone = sg4::create_full_zone("ina");
+  zone->set_parent(root);
+  auto route = [zone](sg4::Host* a, sg4::Host* b, sg4::Link* link) {
+    zone->add_route(a->get_netpoint(), b->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(link)}, false);
+  };
+  for (int l = 0; l < leaves; ++l) out.ina.leaf.push_back(zone->create_host("ina-leaf" + std::to_string(l), p.reduce_Bps));
+  std::vector<sg4::Host*> port(p.nodes);
+  for (int n = 0; n < p.nodes; ++n) {
+    port[n] = zone->create_host("ina-port" + std::to_string(n), p.reduce_Bps);
+    if (p.nodes == 1) break;  // no call spans nodes
+    const int other = n == 0 ? 1 : 0;
+    const size_t hops = p.leafOf(other) == p.leafOf(n) ? 2 : 4;
+    sg4::Host* leaf = out.ina.leaf[p.leafOf(n)];
+    route(port[n], leaf, routeLinks(node[n], node[other], hops).front());
+    route(leaf, port[n], routeLinks(node[other], node[n], hops).back());
+  }
+  for (int r = 0; r < p.world(); ++r) {
+    out.ina.port.push_back(port[p.nodeOf(r)]);
+    out.ina.leaf_of.push_back(p.leafOf(p.nodeOf(r)));
+  }
+  if (leaves > 1) {
+    std::vector<int> pos;  // per spine: the first position of leaf 1 that leaf 0's routes reach over it
+    std::vector<sg4::Link*> seen;
+    for (int q = 0; q < hosts; ++q) {
+      sg4::Link* up = routeLinks(node[0], node[hosts + q], 4)[1];
+      if (std::find(seen.begin(), seen.end(), up) == seen.end()) seen.push_back(up), pos.push_back(q);
+    }
+    const int spines = static_cast<int>(pos.size());
+    LC_ENFORCE(spines == hosts / p.oversubscription, "fat-tree: " + std::to_string(spines) + " spines found, expected " +
+                                                         std::to_string(hosts / p.oversubscription));
+    for (int s = 0; s < spines; ++s) out.ina.spine.push_back(zone->create_host("ina-spine" + std::to_string(s), p.reduce_Bps));
+    std::vector<std::vector<sg4::Link*>> up(leaves, std::vector<sg4::Link*>(spines)), up_seen = up;
+    for (int l = 0; l < leaves; ++l) {
+      const int other = (l + 1) % leaves;
+      for (int s = 0; s < spines; ++s) {
+        up[l][s] = routeLinks(node[l * hosts], node[other * hosts + pos[s]], 4)[1];
+        const auto in = routeLinks(node[other * hosts], node[l * hosts + pos[s]], 4);
+        up_seen[other][s] = in[1];
+        route(out.ina.leaf[l], out.ina.spine[s], up[l][s]);
+        route(out.ina.spine[s], out.ina.leaf[l], in[2]);
+      }
+    }
+    LC_ENFORCE(up == up_seen, "fat-tree: a leaf's routes reach spine s over different links by source");
+  }
+  zone->seal();
+}
+
 }  // namespace
 
 SimPlatform buildPlatform(const PlatformSpec& p) {
@@ -180,7 +247,12 @@ SimPlatform buildPlatform(const PlatformSpec& p) {
     return out;
   }
   if (p.topology != "star") {
-    buildCluster(p, out);
+    sg4::NetZone* root = p.in_network_aggregation ? sg4::create_full_zone("root") : nullptr;
+    buildCluster(p, out, root);
+    if (root != nullptr) {
+      addInaFatTree(p, out, root);
+      root->seal();
+    }
     // One host per rank: the ranks of a node share it.
     std::vector<sg4::Host*> per_node = std::move(out.hosts);
     for (int r = 0; r < p.world(); ++r) out.hosts.push_back(per_node[p.nodeOf(r)]);
@@ -204,10 +276,13 @@ SimPlatform buildPlatform(const PlatformSpec& p) {
   if (p.in_network_aggregation) {
     // The switch as a host: its fabric carries every port's rate at once, so only the nodes' own
     // links limit the aggregation; a node reaches it over its link (latency included).
-    out.switch_host = zone->create_host("switch", p.reduce_Bps);
+    auto* sw = zone->create_host("switch", p.reduce_Bps);
     auto* fabric = zone->create_split_duplex_link("switch-fabric", p.nodes * p.link_Bps * p.bandwidth_factor);
-    zone->add_route(out.switch_host->get_netpoint(), nullptr, nullptr, nullptr,
+    zone->add_route(sw->get_netpoint(), nullptr, nullptr, nullptr,
                     {sg4::LinkInRoute(fabric, sg4::LinkInRoute::Direction::UP)}, true);
+    out.ina.port = out.hosts;
+    out.ina.leaf_of.assign(out.hosts.size(), 0);
+    out.ina.leaf = {sw};
   }
   zone->seal();
   return out;

@@ -252,7 +252,7 @@ nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& 
   }
   SimNetwork net(host_of, node_of, p);
   std::unique_ptr<InaFabric> ina;
-  if (p.in_network_aggregation) net.ina = (ina = std::make_unique<InaFabric>(net, plat.switch_host, p)).get();
+  if (p.in_network_aggregation) net.ina = (ina = std::make_unique<InaFabric>(net, plat.ina, p)).get();
   Shared sh{p, programs, net, std::vector<RankState>(n), nullptr, nullptr, {}, {}, coarse, {}, {}, 0, 0, {}, {}};
   for (int r = 0; r < n; ++r) sh.p2p.emplace_back(r);
   // Never read or written (no data moves), so the kernel never backs them with memory.
