@@ -34,6 +34,11 @@ sg4::Mailbox* upBox(uint32_t seq, int leaf) { return sg4::Mailbox::by_name("ina-
 sg4::Mailbox* spineBox(uint32_t seq, int spine) { return sg4::Mailbox::by_name("ina-spine:" + tag(seq, spine)); }
 sg4::Mailbox* fromSpineBox(uint32_t seq, int leaf) { return sg4::Mailbox::by_name("ina-from-spine:" + tag(seq, leaf)); }
 sg4::Mailbox* downBox(int rank, uint32_t seq) { return sg4::Mailbox::by_name("ina-down:" + tag(seq, rank)); }
+// A permanent receiver keeps its actor (and stack) alive: each lets go of its mailbox when done,
+// unless the group's next call has already made another actor its receiver.
+void release(sg4::Mailbox* box) {
+  if (box->get_receiver() == sg4::Actor::self()) box->set_receiver(nullptr);
+}
 }  // namespace
 
 InaFabric::InaFabric(SimNetwork& net, InaHosts hosts, const PlatformSpec& p)
@@ -99,6 +104,7 @@ void InaFabric::sumAtLeaf(const std::shared_ptr<Call>& call, int leaf) {
     else
       spineBox(seq, c % call->spines)->put_init(&call->index[c], call->bytesOf(c))->detach();
   }
+  release(up);
   // Every member has sent its last chunk, so every member has found this call: later calls of
   // the group are new ones.
   if (--call->leaves_left == 0) active_.erase(call->key);
@@ -116,6 +122,7 @@ void InaFabric::sumAtSpine(const std::shared_ptr<Call>& call, int spine) {
     for (const auto& entry : call->by_leaf)
       fromSpineBox(seq, entry.first)->put_init(&call->index[c], call->bytesOf(c))->detach();
   }
+  release(in);
 }
 
 void InaFabric::sendDown(const std::shared_ptr<Call>& call, int leaf) {
@@ -125,6 +132,7 @@ void InaFabric::sendDown(const std::shared_ptr<Call>& call, int leaf) {
     const int c = *in->get<int>();
     multicast(call->by_leaf.at(leaf), seq, &call->index[c], call->bytesOf(c));
   }
+  release(in);
 }
 
 void InaFabric::allreduce(int rank, const std::vector<int>& members, uint64_t bytes, uint32_t seq) {
@@ -154,6 +162,7 @@ void InaFabric::allreduce(int rank, const std::vector<int>& members, uint64_t by
       down->get<int>();
       window->release();
     }
+    release(down);
   });
   down->set_receiver(receiver);
   sg4::Actor::create("ina-send", port, [call, window, up] {

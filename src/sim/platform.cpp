@@ -1,3 +1,4 @@
+#include <malloc.h>
 #include <xbt/log.h>
 
 #include <algorithm>
@@ -242,6 +243,11 @@ SimPlatform buildPlatform(const PlatformSpec& p) {
   // No guard page below each actor's stack: one memory mapping per actor instead of two, so that
   // tens of thousands of actors (4096 ranks' connections) stay under vm.max_map_count.
   sg4::Engine::set_config("contexts/guard-size:0");
+  // Actors' stacks (8 MiB, zeroed) always from mmap, back to the kernel when the actor ends. By
+  // default glibc raises its mmap threshold to the size of a freed block, so once the first
+  // short-lived actors (in-network aggregation makes two per rank and call) have ended, later
+  // stacks come from the heap, zeroed page by page: a 1024-rank simulation grew past 20 GB.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   if (p.topology == "rail") {
     buildRail(p, out);
     return out;
