@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -38,6 +39,7 @@ struct Row {
   int64_t wrong;
   size_t node_piece = 0;  // hier allreduce: each node's part ran in shared memory, pieces of this size
   std::vector<double> round_us;  // --rounds > 1: each round's time (time_us is their median)
+  std::vector<int> round_pos;    // and the case's place in each round's (shuffled) order
 };
 
 double busFactor(const std::string& op, int n) {
@@ -157,7 +159,7 @@ void writeJson(const std::string& path, const std::vector<Row>& rows) {
     arr.push_back({{"op", r.op}, {"algo", r.algo}, {"backend", r.backend}, {"world", r.world}, {"dtype", r.dtype},
                    {"bytes", r.bytes}, {"time_us", r.time_us}, {"algbw_GBps", r.algbw}, {"busbw_GBps", r.busbw},
                    {"wrong", r.wrong}, {"node_piece", r.node_piece}});
-    if (r.round_us.size() > 1) arr.back()["round_time_us"] = r.round_us;
+    if (r.round_us.size() > 1) arr.back()["round_time_us"] = r.round_us, arr.back()["round_position"] = r.round_pos;
   }
   const std::string tmp = path + ".tmp";
   {
@@ -221,17 +223,24 @@ int worker(const CollectiveBenchOptions& o) {
       auto algoOf = [&](const std::string& a) {
         return op == "allreduce" || op == "broadcast" || op == "allgather" ? comm::parseAlgo(a) : Algo::automatic;
       };
-      // --rounds: every algorithm once per round, in turn (each round starting one later), so a
-      // slow phase of the machine hits them alike; each row is its algorithm's median round.
+      // --rounds: every algorithm once per round, in an order shuffled each round (roundOrder),
+      // so a slow phase of the machine and what ran just before hit them alike; each row is its
+      // algorithm's median round.
       std::vector<std::vector<double>> round_us(algos.size());
-      for (int round = 0; round < o.rounds; ++round)
-        for (size_t j = 0; j < algos.size(); ++j) {
-          const size_t i = (j + static_cast<size_t>(round)) % algos.size();
+      std::vector<std::vector<int>> round_pos(algos.size());
+      const uint64_t salt = bytes * 131 + std::hash<std::string>{}(op);
+      for (int round = 0; round < o.rounds; ++round) {
+        std::vector<size_t> order = roundOrder(algos.size(), round, salt);
+        if (o.rounds == 1) std::sort(order.begin(), order.end());  // one round: as listed
+        int pos = 0;
+        for (const size_t i : order) {
           const Algo algo = algoOf(algos[i]);
           if (algo == Algo::shm && (!c.allLocal() || o.shm == comm::ShmMode::off)) continue;
           k.fill();
           round_us[i].push_back(timeIt(c, o, [&] { runOurs(c, k, algo); }));
+          round_pos[i].push_back(pos++);
         }
+      }
       for (size_t i = 0; i < algos.size(); ++i) {
         const std::string& a = algos[i];
         const Algo algo = algoOf(a);
@@ -256,6 +265,7 @@ int worker(const CollectiveBenchOptions& o) {
           shown = comm::algoName(comm::autoAllgather(n, c.options().group_size));
         rows.push_back(makeRow(k, shown, "lowcomm", real_bytes, us, wrong));
         rows.back().round_us = round_us[i];
+        rows.back().round_pos = round_pos[i];
         if (op == "allreduce" && algo == Algo::hierarchical) rows.back().node_piece = c.nodePiece();
         if (rank == 0) printRow(rows.back());
       }
@@ -307,8 +317,9 @@ int benchCollectives(int argc, char** argv) {
   app.add_option("--min-iters", o.min_iters, "at least this many timed calls per case")->capture_default_str();
   app.add_option("--seconds", o.seconds_per_size, "timing budget per case")->capture_default_str();
   app.add_option("--rounds", o.rounds,
-                 "time each size's algorithms in turn this many times (--seconds each) and report each one's median "
-                 "round: a slow phase of a shared machine then hits every algorithm alike")
+                 "time each size's algorithms in turn this many times (--seconds each, in a shuffled order each "
+                 "round) and report each one's median round: a slow phase of a shared machine, and what ran just "
+                 "before, then hit every algorithm alike")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   app.add_flag("!--no-baseline", o.baseline, "skip the c10d-gloo rows");

@@ -2,6 +2,9 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <numeric>
+#include <random>
+#include <utility>
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/selector.h"
@@ -65,6 +68,14 @@ std::string formatSize(size_t b) {
   int u = 0;
   while (u < 3 && b >= 1024 && b % 1024 == 0) b /= 1024, ++u;
   return std::to_string(b) + units[u];
+}
+
+std::vector<size_t> roundOrder(size_t cases, int round, uint64_t salt) {
+  std::vector<size_t> order(cases);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::mt19937_64 gen(salt * 1000003u + static_cast<uint64_t>(round));
+  for (size_t i = cases; i > 1; --i) std::swap(order[i - 1], order[gen() % i]);  // Fisher-Yates
+  return order;
 }
 
 }  // namespace lowcomm::cli

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -41,5 +42,9 @@ std::vector<std::string> splitList(const std::string& s);
 // for broadcast and allgather the entries naming one of their algorithms (not auto); for other
 // ops none. Empty: the caller runs the op's default.
 std::vector<std::string> algosFor(const std::string& op, const std::vector<std::string>& algos);
+// The order of `cases` cases in round `round` of --rounds: a permutation drawn from a generator
+// seeded with (round, salt), the same on every rank. A case's time can depend on the one before
+// it (caches, TCP windows, the shared cores' scheduling), so no case always follows the same one.
+std::vector<size_t> roundOrder(size_t cases, int round, uint64_t salt);
 
 }  // namespace lowcomm::cli

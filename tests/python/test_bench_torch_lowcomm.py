@@ -30,7 +30,7 @@ def test_bench_collectives_rounds_give_one_checked_row_per_case_and_bad_counts_a
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "rows.json")
         out = subprocess.run([LOWCOMM, "bench", "collectives", "--nproc", "2", "--sizes", "4KiB,64KiB", "--algos",
-                              "auto,ring,hd", "--seconds", "0.05", "--min-iters", "2", "--rounds", "3", "--no-baseline",
+                              "auto,ring,hd", "--seconds", "0.02", "--min-iters", "2", "--rounds", "7", "--no-baseline",
                               "--json", path], capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stdout + out.stderr
         rows = json.load(open(path))
@@ -38,8 +38,16 @@ def test_bench_collectives_rounds_give_one_checked_row_per_case_and_bad_counts_a
         (b, a) for b in (4096, 65536) for a in ("auto", "ring", "hd"))
     assert all(r["wrong"] == 0 and r["time_us"] > 0 for r in rows)
     # each round's time is kept, and the row's time is their median
-    assert all(len(r["round_time_us"]) == 3 and r["time_us"] == sorted(r["round_time_us"])[1] for r in rows)
-    assert "3 rounds" in out.stdout, out.stdout
+    assert all(len(r["round_time_us"]) == 7 and r["time_us"] == sorted(r["round_time_us"])[3] for r in rows)
+    assert "7 rounds" in out.stdout, out.stdout
+    # each round runs a size's cases in a shuffled order: a permutation per round, and a case does
+    # not always follow the same one (a rotation of the listed order would: 1 predecessor each)
+    for b in (4096, 65536):
+        mine = [r for r in rows if r["bytes"] == b]
+        order = [sorted(mine, key=lambda r: r["round_position"][k]) for k in range(7)]
+        assert all(sorted(r["round_position"][k] for r in mine) == [0, 1, 2] for k in range(7))
+        before = {r["algo"]: {o[o.index(r) - 1]["algo"] for o in order if o.index(r) > 0} for r in mine}
+        assert max(len(p) for p in before.values()) >= 2, before
     bad = subprocess.run([LOWCOMM, "bench", "collectives", "--nproc", "2", "--rounds", "0"], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode != 0 and "--rounds" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
