@@ -55,7 +55,7 @@ int simulateCollectives(int argc, char** argv) {
   app.add_option("--ops", ops, "allreduce,allgather,broadcast,reduce_scatter,alltoall,barrier")->capture_default_str();
   app.add_option("--algos", algos,
                  "allreduce algorithms: ring,hd,hier,rails,ordered, and ina (in-network aggregation: the star's switch "
-                 "sums, one rank per node); broadcast: tree,chain (none listed: tree); allgather: ring,hier (none listed: ring)")
+                 "sums; a node's ranks sum in its memory first); broadcast: tree,chain (none listed: tree); allgather: ring,hier (none listed: ring)")
       ->capture_default_str();
   app.add_option("--topology", topology,
                  "star (the emulated cluster's), or rail (rail-optimised: a NIC per rank on rail switch = local rank)")

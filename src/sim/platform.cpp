@@ -81,7 +81,6 @@ void validate(const PlatformSpec& p) {
   if (p.in_network_aggregation) {
     if (p.topology != "star" && p.topology != "fat-tree")
       bad("in_network_aggregation", "is simulated on a star or a fat-tree (switches that sum), not on '" + p.topology + "'");
-    if (p.ppn != 1) bad("in_network_aggregation", "is simulated with one rank per node (platform.ppn 1), not " + std::to_string(p.ppn));
     if (p.ina_chunk_bytes == 0) bad("ina_chunk_bytes", "must be positive");
     if (p.ina_window < 1) bad("ina_window", "must be at least 1");
   }

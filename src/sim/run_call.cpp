@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "ina.h"
 #include "sim_node.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/algorithms.h"
+#include "lowcomm/comm/communicator.h"
 
 namespace lowcomm::sim {
 
@@ -60,6 +62,29 @@ bool spansNodes(SimNetwork& net, const comm::Group& g) {
   return false;
 }
 
+// In-network aggregation (ina.h) of an allreduce over ranks of several nodes. With several of the
+// group's ranks on a node (contiguous, as the hierarchical allreduce's groups), they first sum
+// their buffers in the node's shared memory (SimNode), the node leaders' sums go through the
+// switches, and the leaders hand the total back in node memory: a node's link carries the buffer
+// once each way (SHARP-like with a node-local reduce). Else every rank streams its own buffer.
+void inaAllreduce(SimExchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf) {
+  SimNetwork& net = ex.network();
+  const int gs = std::min(default_group, g.size());
+  if (gs < 2 || !groupsOnOneNode(net, g, gs)) {
+    net.ina->allreduce(ex.rank(), g.ranks, c.bytes, ex.seq());
+    return;
+  }
+  const size_t count = c.bytes / comm::dtypeSize(c.dtype);
+  SimNode node(ex, g, gs, c.node_piece > 0 ? c.node_piece : comm::CommOptions{}.shm_piece_bytes);
+  node.reduceToLeader(buf, count, c.dtype, comm::ReduceOp::sum);
+  if (g.me % gs == 0) {
+    std::vector<int> leaders;
+    for (int i = 0; i < g.size(); i += gs) leaders.push_back(g.ranks[i]);
+    net.ina->allreduce(ex.rank(), leaders, c.bytes, ex.seq());
+  }
+  node.broadcastFromLeader(buf, count, c.dtype);
+}
+
 }  // namespace
 
 bool runsInNodeMemory(SimNetwork& net, const comm::Group& g, const CallSpec& c, int default_group) {
@@ -75,7 +100,7 @@ void runCall(SimExchange& ex, const comm::Group& g, const CallSpec& c, int defau
   if (const double h = ex.network().callOverhead(c.op + "/" + comm::algoName(c.algo)); h > 0)
     simgrid::s4u::this_actor::sleep_for(h);
   if (c.op == "allreduce" && ex.network().ina && spansNodes(ex.network(), g)) {
-    ex.network().ina->allreduce(ex.rank(), g.ranks, c.bytes, ex.seq());
+    inaAllreduce(ex, g, c, default_group, buf);
   } else if (c.op == "allreduce") {
     allreduce(ex, g, c, default_group, buf, scratch);
   } else if (c.op == "allgatherv") {

@@ -4,7 +4,8 @@
 # stays what it was while the gathered total grows with the world; samples/s comes from the run's
 # config.toml; at the recorded size it stays close to `simulate replay`'s prediction. An
 # AB-training run's groups map to fixed or proportional blocks; a tensor-parallel grid's strided
-# dp groups and bad options are refused with messages naming the problem.
+# dp groups and bad options are refused with messages naming the problem. A DDP run's allreduces
+# through summing switches on a fat-tree.
 set -euo pipefail
 LOWCOMM=$1
 tmp=$(mktemp -d)
@@ -53,6 +54,24 @@ bad "a topology" "platform.topology" --timeline "$tmp/topk/timeline.json" --topo
 bad "unfilled leaves" "platform.nodes" --timeline "$tmp/topk/timeline.json" --nodes 6 --leaf-size 4
 bad "too many ranks" "at most 4096" --timeline "$tmp/topk/timeline.json" --nodes 1024 --ppn 8
 bad "a missing timeline" "$tmp/none.json" --timeline "$tmp/none.json"
+# In-network aggregation on a fat-tree, 2 ranks per node: a DDP run's allreduces go through the
+# leaves and spines; a node's leader alone streams its node's sum, so fewer bytes leave a node than
+# with the ring, and some cross the spine. Refused on a torus.
+"$LOWCOMM" train --nproc 2 "${common[@]}" --set logging.out_dir="$tmp/ddp" --timeline "$tmp/ddp/timeline.json" \
+  > "$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
+for mode in ring ina; do
+  "$LOWCOMM" simulate predict --timeline "$tmp/ddp/timeline.json" --nodes 8 --ppn 2 --leaf-size 4 --oversubscription 2 \
+    --rate 10gbit $([ $mode = ina ] && echo --ina) --json "$tmp/ddp_$mode.json" > /dev/null
+done
+/usr/bin/python3 - "$tmp" <<'PY'
+import json, sys
+ring, ina = (json.load(open(f"{sys.argv[1]}/ddp_{m}.json"))[0] for m in ("ring", "ina"))
+assert ina["ina"] and not ring["ina"] and ina["ranks"] == ring["ranks"] == 16, (ring, ina)
+assert 0 < ina["inter_node_bytes_per_rank"] < ring["inter_node_bytes_per_rank"], (ring, ina)
+assert ina["cross_leaf_bytes_per_rank"] > 0, ina
+PY
+bad "in-network aggregation on a torus" "in_network_aggregation" --timeline "$tmp/ddp/timeline.json" --topology torus \
+  --nodes 9 --ina
 "$LOWCOMM" train --nproc 4 "${common[@]}" --set strategy.name=ab --set ab.group_size=-1 --set ab.warmup_steps=2 \
   --set ab.steps_btw_syncing=4 --set logging.out_dir="$tmp/ab" --timeline "$tmp/ab/timeline.json" > "$tmp/out" 2>&1 \
   || { cat "$tmp/out"; exit 1; }

@@ -14,8 +14,9 @@
 //   the receiver's rail (NCCL's PXN), so no traffic needs a spine: the routes of a rail-only
 //   network (Wang et al., 2023). Cross-rail bytes are what inter_leaf counts.
 // Every link runs at link_Bps x bandwidth_factor with link_latency_s, split duplex.
-// In-network aggregation (star, one rank per node): the switch sums allreduce packets, SwitchML-
-// like; every allreduce over ranks of more than one node then goes through it (src/sim/ina.h).
+// In-network aggregation (star or fat-tree): the switches sum allreduce packets, SwitchML/ATP-
+// like; every allreduce over ranks of more than one node then goes through them, a node's ranks
+// summing in its shared memory first (src/sim/ina.h, src/sim/run_call.cpp).
 #pragma once
 
 #include <cstdint>
