@@ -82,7 +82,7 @@ int simulatePredict(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--algo", po.algo, "allreduce algorithm: auto, recorded, ring, hd, hier or rails (allgather: ring, hier or recorded as named, else automatic)")->capture_default_str();
   app.add_flag("--ina", base.in_network_aggregation,
-               "in-network aggregation: the switches sum every allreduce over several nodes (star: SwitchML-like; fat-tree: leaves and spines, ATP-like; a node's ranks sum in its memory first)");
+               "in-network aggregation: the switches sum every allreduce over several nodes (star: SwitchML-like; fat-tree: leaves and spines, ATP-like; a node's ranks sum in its memory first where they are contiguous)");
   app.add_option("--groups", po.groups,
                  "sub-group calls (AB-training): fixed (groups keep their size) or proportional (as many groups)")
       ->capture_default_str();

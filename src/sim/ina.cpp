@@ -28,17 +28,18 @@ struct InaFabric::Call {
 };
 
 namespace {
-// A group's calls follow one another, so its mailboxes carry one call at a time.
-std::string tag(uint32_t seq, int who) { return std::to_string(seq) + ":" + std::to_string(who); }
-sg4::Mailbox* upBox(uint32_t seq, int leaf) { return sg4::Mailbox::by_name("ina-up:" + tag(seq, leaf)); }
-sg4::Mailbox* spineBox(uint32_t seq, int spine) { return sg4::Mailbox::by_name("ina-spine:" + tag(seq, spine)); }
-sg4::Mailbox* fromSpineBox(uint32_t seq, int leaf) { return sg4::Mailbox::by_name("ina-from-spine:" + tag(seq, leaf)); }
-sg4::Mailbox* downBox(int rank, uint32_t seq) { return sg4::Mailbox::by_name("ina-down:" + tag(seq, rank)); }
-// A permanent receiver keeps its actor (and stack) alive: each lets go of its mailbox when done,
-// unless the group's next call has already made another actor its receiver.
-void release(sg4::Mailbox* box) {
-  if (box->get_receiver() == sg4::Actor::self()) box->set_receiver(nullptr);
+// Every call has mailboxes of its own (its group's seq and its number in the group): a leaf's
+// sums of one call may still wait for its actor when the group's next call starts.
+using Key = std::pair<uint32_t, uint64_t>;
+std::string tag(const Key& k, int who) {
+  return std::to_string(k.first) + ":" + std::to_string(k.second) + ":" + std::to_string(who);
 }
+sg4::Mailbox* upBox(const Key& k, int leaf) { return sg4::Mailbox::by_name("ina-up:" + tag(k, leaf)); }
+sg4::Mailbox* spineBox(const Key& k, int spine) { return sg4::Mailbox::by_name("ina-spine:" + tag(k, spine)); }
+sg4::Mailbox* fromSpineBox(const Key& k, int leaf) { return sg4::Mailbox::by_name("ina-from-spine:" + tag(k, leaf)); }
+sg4::Mailbox* downBox(const Key& k, int rank) { return sg4::Mailbox::by_name("ina-down:" + tag(k, rank)); }
+// A permanent receiver keeps its actor (and stack) alive: each lets go of its mailbox when done.
+void release(sg4::Mailbox* box) { box->set_receiver(nullptr); }
 }  // namespace
 
 InaFabric::InaFabric(SimNetwork& net, InaHosts hosts, const PlatformSpec& p)
@@ -69,40 +70,40 @@ std::shared_ptr<InaFabric::Call> InaFabric::prepare(const std::vector<int>& memb
 
 // Permanent receivers: every stream flows as soon as it is sent, all of them at once.
 void InaFabric::start(const std::shared_ptr<Call>& call) {
-  const uint32_t seq = call->key.first;
+  const Key& key = call->key;
   for (const auto& [leaf, members] : call->by_leaf) {
     sg4::Host* host = hosts_.leaf[leaf];
-    upBox(seq, leaf)->set_receiver(sg4::Actor::create("ina-leaf", host, [this, call, l = leaf] { sumAtLeaf(call, l); }));
+    upBox(key, leaf)->set_receiver(sg4::Actor::create("ina-leaf", host, [this, call, l = leaf] { sumAtLeaf(call, l); }));
     if (call->spines > 0)
-      fromSpineBox(seq, leaf)->set_receiver(
+      fromSpineBox(key, leaf)->set_receiver(
           sg4::Actor::create("ina-leaf-down", host, [this, call, l = leaf] { sendDown(call, l); }));
   }
   for (int s = 0; s < call->spines; ++s)
-    spineBox(seq, s)->set_receiver(
+    spineBox(key, s)->set_receiver(
         sg4::Actor::create("ina-spine", hosts_.spine[s], [this, call, s] { sumAtSpine(call, s); }));
   call->started = true;
   for (; call->waiting > 0; --call->waiting) call->ready->release();
 }
 
 namespace {
-void multicast(const std::vector<int>& to, uint32_t seq, int* payload, uint64_t bytes) {
-  for (int m : to) downBox(m, seq)->put_init(payload, bytes)->detach();
+void multicast(const std::vector<int>& to, const Key& key, int* payload, uint64_t bytes) {
+  for (int m : to) downBox(key, m)->put_init(payload, bytes)->detach();
 }
 }  // namespace
 
 void InaFabric::sumAtLeaf(const std::shared_ptr<Call>& call, int leaf) {
-  const uint32_t seq = call->key.first;
+  const Key& key = call->key;
   const auto& members = call->by_leaf.at(leaf);
   const auto n = static_cast<int>(members.size());
-  auto* up = upBox(seq, leaf);
+  auto* up = upBox(key, leaf);
   std::vector<int> arrived(call->chunks, 0);
   for (long i = 0; i < static_cast<long>(n) * call->chunks; ++i) {
     const int c = *up->get<int>();
     if (++arrived[c] < n) continue;
     if (call->spines == 0)
-      multicast(members, seq, &call->index[c], call->bytesOf(c));
+      multicast(members, key, &call->index[c], call->bytesOf(c));
     else
-      spineBox(seq, c % call->spines)->put_init(&call->index[c], call->bytesOf(c))->detach();
+      spineBox(key, c % call->spines)->put_init(&call->index[c], call->bytesOf(c))->detach();
   }
   release(up);
   // Every member has sent its last chunk, so every member has found this call: later calls of
@@ -111,26 +112,26 @@ void InaFabric::sumAtLeaf(const std::shared_ptr<Call>& call, int leaf) {
 }
 
 void InaFabric::sumAtSpine(const std::shared_ptr<Call>& call, int spine) {
-  const uint32_t seq = call->key.first;
+  const Key& key = call->key;
   const auto leaves = static_cast<int>(call->by_leaf.size());
   const int mine = (call->chunks - spine + call->spines - 1) / call->spines;  // chunks c with c mod spines == spine
-  auto* in = spineBox(seq, spine);
+  auto* in = spineBox(key, spine);
   std::vector<int> arrived(call->chunks, 0);
   for (long i = 0; i < static_cast<long>(leaves) * mine; ++i) {
     const int c = *in->get<int>();
     if (++arrived[c] < leaves) continue;
     for (const auto& entry : call->by_leaf)
-      fromSpineBox(seq, entry.first)->put_init(&call->index[c], call->bytesOf(c))->detach();
+      fromSpineBox(key, entry.first)->put_init(&call->index[c], call->bytesOf(c))->detach();
   }
   release(in);
 }
 
 void InaFabric::sendDown(const std::shared_ptr<Call>& call, int leaf) {
-  const uint32_t seq = call->key.first;
-  auto* in = fromSpineBox(seq, leaf);
+  const Key& key = call->key;
+  auto* in = fromSpineBox(key, leaf);
   for (int got = 0; got < call->chunks; ++got) {
     const int c = *in->get<int>();
-    multicast(call->by_leaf.at(leaf), seq, &call->index[c], call->bytesOf(c));
+    multicast(call->by_leaf.at(leaf), key, &call->index[c], call->bytesOf(c));
   }
   release(in);
 }
@@ -151,8 +152,8 @@ void InaFabric::allreduce(int rank, const std::vector<int>& members, uint64_t by
     call->ready->acquire();
   }
   const int leaf = hosts_.leaf_of[rank];
-  auto* up = upBox(seq, leaf);
-  auto* down = downBox(rank, seq);
+  auto* up = upBox(call->key, leaf);
+  auto* down = downBox(call->key, rank);
   // The rank's link carries one chunk after another (a stream), at most window_ ahead of the
   // sums received; both ends at the rank's port (its host, or its stand-in on a fat-tree).
   auto window = sg4::Semaphore::create(window_);
@@ -177,7 +178,11 @@ void InaFabric::allreduce(int rank, const std::vector<int>& members, uint64_t by
   net_.messages[rank] += static_cast<uint64_t>(call->chunks);
   net_.inter_node_sent[rank] += bytes;
   net_.inter_node += bytes;
-  if (call->spines > 0) net_.inter_leaf_sent[rank] += bytes / call->by_leaf.at(leaf).size();
+  if (call->spines > 0) {  // the leaf's partial sums, shared among its members (the remainder to the first ones)
+    const auto& mine = call->by_leaf.at(leaf);
+    const auto at = static_cast<uint64_t>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
+    net_.inter_leaf_sent[rank] += bytes / mine.size() + (at < bytes % mine.size() ? 1 : 0);
+  }
 }
 
 }  // namespace lowcomm::sim

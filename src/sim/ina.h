@@ -13,9 +13,10 @@
 // limit it; on a fat-tree the chunks cross the fat-tree's own links (sharing them with all other
 // traffic): each host link carries the buffer once up and once down, each leaf's uplinks the
 // leaf's partial sum once up and the total once down. Packets are never lost; no per-message host
-// overhead (kernel-bypass transports). Sent-byte counters count the buffer once per rank, as
+// overhead (kernel-bypass transports). Sent-byte counters count the buffer once per member (a
+// node's leader, when the node's ranks summed in its memory first: src/sim/run_call.cpp), as
 // inter-node traffic; on a fat-tree a leaf's partial sums count as its members' cross-leaf bytes,
-// shared among them.
+// shared among them. Every call has mailboxes and switch actors of its own.
 #pragma once
 
 #include <simgrid/s4u.hpp>
@@ -39,8 +40,9 @@ class InaFabric {
  public:
   InaFabric(SimNetwork& net, InaHosts hosts, const PlatformSpec& p);
   // One rank's part of an allreduce of `bytes` over `members` (root ranks, this one among them).
-  // `seq` names the call's group and number as the exchange's slots do: every member passes the
-  // same, and a group's calls follow one another. Returns once the rank holds every chunk's sum.
+  // `seq` names the call's group as the exchange's slots do: every member passes the same, and a
+  // group's calls follow one another (counted per rank). Returns once the rank holds every
+  // chunk's sum.
   void allreduce(int rank, const std::vector<int>& members, uint64_t bytes, uint32_t seq);
 
  private:

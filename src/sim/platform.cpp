@@ -175,7 +175,8 @@ std::vector<sg4::Link*> routeLinks(const sg4::Host* a, const sg4::Host* b, size_
 // (under `root`) with a stand-in port host per node, a summing host per leaf switch and per spine,
 // whose routes are the fat-tree's own links, found from its routes. Spine s is the one the
 // fat-tree's routes take to a leaf's pos[s]-th host (SimGrid routes by destination), so that
-// every leaf's way to and from spine s are its links to one switch (checked).
+// every leaf's way to and from spine s are its links to one switch (the links up are checked
+// against a second route where there are more than two leaves).
 void addInaFatTree(const PlatformSpec& p, SimPlatform& out, const sg4::NetZone* root) {
   const std::vector<sg4::Host*>& node = out.hosts;
   const int hosts = p.leafHosts(), leaves = p.nodes / hosts;

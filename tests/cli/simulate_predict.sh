@@ -61,7 +61,7 @@ bad "a missing timeline" "$tmp/none.json" --timeline "$tmp/none.json"
   > "$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
 for mode in ring ina; do
   "$LOWCOMM" simulate predict --timeline "$tmp/ddp/timeline.json" --nodes 8 --ppn 2 --leaf-size 4 --oversubscription 2 \
-    --rate 10gbit $([ $mode = ina ] && echo --ina) --json "$tmp/ddp_$mode.json" > /dev/null
+    --rate 10gbit $([ $mode = ina ] && echo --ina || echo --algo ring) --json "$tmp/ddp_$mode.json" > /dev/null
 done
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys

@@ -182,6 +182,22 @@ TEST(SimIna, ANodesRanksSumInItsMemoryAndItsLeaderStreamsTheSum) {
   EXPECT_NEAR(f.time_s / simulateCollective(fatTree(8, 4, 2, true), allreduce(bytes)).time_s, 1.0, 0.01);
 }
 
+TEST(SimIna, EveryFatTreeShapeSums) {
+  // Fewer chunks than spines (one 4 KiB chunk, 4 spines), hosts alone under their leaf (leaf_size
+  // 1: 4 leaves, 1 spine), fewer nodes than a leaf holds (one leaf, no spine), an empty buffer.
+  struct Shape {
+    int nodes, leaf, oversubscription;
+    size_t bytes;
+  };
+  for (const Shape& t : {Shape{8, 4, 1, 4096}, Shape{4, 1, 1, 1 << 20}, Shape{4, 16, 1, 1 << 20}, Shape{8, 4, 2, 0}}) {
+    const auto r = simulateCollective(fatTree(t.nodes, t.leaf, t.oversubscription, true), allreduce(t.bytes));
+    const std::string what = std::to_string(t.nodes) + " nodes, leaves of " + std::to_string(t.leaf);
+    EXPECT_EQ(r.inter_node_bytes, t.nodes * t.bytes) << what;
+    for (int i = 0; i < t.nodes; ++i) EXPECT_EQ(r.bytes_recv[i], t.bytes) << what << ", rank " << i;
+    if (t.bytes > 0) EXPECT_GT(r.time_s, t.bytes / star(4, true).link_Bps) << what;
+  }
+}
+
 TEST(SimIna, OnlyAStarOrAFatTreeSums) {
   auto p = star(4, true);
   p.topology = "torus";

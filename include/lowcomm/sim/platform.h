@@ -16,7 +16,8 @@
 // Every link runs at link_Bps x bandwidth_factor with link_latency_s, split duplex.
 // In-network aggregation (star or fat-tree): the switches sum allreduce packets, SwitchML/ATP-
 // like; every allreduce over ranks of more than one node then goes through them, a node's ranks
-// summing in its shared memory first (src/sim/ina.h, src/sim/run_call.cpp).
+// summing in its shared memory first where the call's ranks of each node are contiguous (else
+// each streams its own buffer; src/sim/ina.h, src/sim/run_call.cpp).
 #pragma once
 
 #include <cstdint>
