@@ -62,14 +62,22 @@ bool spansNodes(SimNetwork& net, const comm::Group& g) {
   return false;
 }
 
-// In-network aggregation (ina.h) of an allreduce over ranks of several nodes. With several of the
-// group's ranks on a node (contiguous, as the hierarchical allreduce's groups), they first sum
-// their buffers in the node's shared memory (SimNode), the node leaders' sums go through the
-// switches, and the leaders hand the total back in node memory: a node's link carries the buffer
-// once each way (SHARP-like with a node-local reduce). Else every rank streams its own buffer.
-void inaAllreduce(SimExchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf) {
+// How many of g's first members share the first one's node.
+int leadingNodeRun(SimNetwork& net, const comm::Group& g) {
+  int n = 1;
+  while (n < g.size() && net.sameNode(g.ranks[n], g.ranks[0])) ++n;
+  return n;
+}
+
+// In-network aggregation (ina.h) of an allreduce over ranks of several nodes. Where the call's
+// members sit on their nodes in contiguous runs of one size (the first node's: a whole node's
+// ranks, or a subgroup's share of each node, e.g. AB-training's groups), they first sum their
+// buffers in the node's shared memory (SimNode), the node leaders' sums go through the switches,
+// and the leaders hand the total back in node memory: a node's link carries the buffer once each
+// way (SHARP-like with a node-local reduce). Else every rank streams its own buffer.
+void inaAllreduce(SimExchange& ex, const comm::Group& g, const CallSpec& c, char* buf) {
   SimNetwork& net = ex.network();
-  const int gs = std::min(default_group, g.size());
+  const int gs = leadingNodeRun(net, g);
   if (gs < 2 || !groupsOnOneNode(net, g, gs)) {
     net.ina->allreduce(ex.rank(), g.ranks, c.bytes, ex.seq());
     return;
@@ -100,7 +108,7 @@ void runCall(SimExchange& ex, const comm::Group& g, const CallSpec& c, int defau
   if (const double h = ex.network().callOverhead(c.op + "/" + comm::algoName(c.algo)); h > 0)
     simgrid::s4u::this_actor::sleep_for(h);
   if (c.op == "allreduce" && ex.network().ina && spansNodes(ex.network(), g)) {
-    inaAllreduce(ex, g, c, default_group, buf);
+    inaAllreduce(ex, g, c, buf);
   } else if (c.op == "allreduce") {
     allreduce(ex, g, c, default_group, buf, scratch);
   } else if (c.op == "allgatherv") {

@@ -182,6 +182,35 @@ TEST(SimIna, ANodesRanksSumInItsMemoryAndItsLeaderStreamsTheSum) {
   EXPECT_NEAR(f.time_s / simulateCollective(fatTree(8, 4, 2, true), allreduce(bytes)).time_s, 1.0, 0.01);
 }
 
+TEST(SimIna, ASubgroupsShareOfEachNodeSumsInItsMemory) {
+  // 4 nodes x 4 ranks; the even and the odd ranks each run an allreduce of their own (as
+  // AB-training's groups): a node holds 2 members of each group, which sum in its memory, so
+  // 2 leaders per node (one per group) put the buffer on the network, not 4 ranks.
+  const uint64_t bytes = 4 << 20;
+  nlohmann::json ev = nlohmann::json::array();
+  for (int r = 0; r < 16; ++r) {
+    std::string ranks;
+    for (int m = r % 2; m < 16; m += 2) ranks += (ranks.empty() ? "" : ",") + std::to_string(m);
+    ev.push_back(fixture::event(r, 0, "allreduce", "collective", 1000, 100,
+                                {{"bytes", std::to_string(bytes)}, {"dtype", "f32"}, {"algo", "ring"}, {"ranks", ranks}}));
+    ev.push_back(fixture::event(r, 2, "ab", "phase", 900, 300));
+  }
+  const auto path = fixture::tempPath("ina_subgroups");
+  fixture::writeTrace(path, ev);
+  const auto progs = readTimeline(path, {});
+  std::remove(path.c_str());
+  auto p = star(4, true);
+  p.ppn = 4;
+  p.node_memory_Bps = 1e15;
+  const auto r = replay(p, progs);
+  uint64_t network = 0;
+  for (int i = 0; i < 16; ++i) {
+    network += r.inter_node_sent[i];
+    EXPECT_EQ(r.inter_node_sent[i], i % 4 < 2 ? bytes : 0) << "rank " << i;  // ranks 0 and 1 of each node lead
+  }
+  EXPECT_EQ(network, 8 * bytes);
+}
+
 TEST(SimIna, EveryFatTreeShapeSums) {
   // Fewer chunks than spines (one 4 KiB chunk, 4 spines), hosts alone under their leaf (leaf_size
   // 1: 4 leaves, 1 spine), fewer nodes than a leaf holds (one leaf, no spine), an empty buffer.
