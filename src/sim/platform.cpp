@@ -247,7 +247,11 @@ SimPlatform buildPlatform(const PlatformSpec& p) {
   // default glibc raises its mmap threshold to the size of a freed block, so once the first
   // short-lived actors (in-network aggregation makes two per rank and call) have ended, later
   // stacks come from the heap, zeroed page by page: a 1024-rank simulation grew past 20 GB.
+  // Nor a cap on mmapped blocks (glibc's default is 65536): halving-doubling over 4096 ranks has
+  // ~100 000 connection actors, and the stacks past the 65536th came from the heap, zeroed (a
+  // 4096-rank barrier: 6.3 GB).
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_MMAP_MAX, 1 << 24);
   if (p.topology == "rail") {
     buildRail(p, out);
     return out;

@@ -110,13 +110,16 @@ SimNetwork::Pair& SimNetwork::pair(int src, int dst) {
   p->notice_events = sg4::Semaphore::create(0);
   Pair& ref = *p;
   pairs_.emplace(key, std::move(p));
-  sg4::Actor::create("send" + std::to_string(src) + ">" + std::to_string(dst), host_of_[src],
-                     [this, src, dst, &ref] { sender(src, dst, ref); })
-      ->daemonize();
-  if (notice_bytes_ > 0)
+  auto connection = sg4::Actor::create("send" + std::to_string(src) + ">" + std::to_string(dst), host_of_[src],
+                                        [this, src, dst, &ref] { sender(src, dst, ref); });
+  connection->daemonize();
+  if (notice_bytes_ > 0) {
+    ref.notice_box = sg4::Mailbox::by_name("notice " + std::to_string(src) + ">" + std::to_string(dst));
+    ref.notice_box->set_receiver(connection);  // before any notice is put
     sg4::Actor::create("notify" + std::to_string(dst) + ">" + std::to_string(src), host_of_[dst],
                        [this, src, dst, &ref] { notifier(src, dst, ref); })
         ->daemonize();
+  }
   return ref;
 }
 
@@ -149,7 +152,9 @@ void SimNetwork::notifier(int src, int dst, Pair& p) {
     const auto [slot, leaves] = p.notices.front();
     p.notices.pop_front();
     if (leaves > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(leaves);
-    sg4::Comm::sendto(host_of_[dst], host_of_[src], static_cast<uint64_t>(notice_bytes_));
+    static char notice;  // a payload (SimGrid refuses a null one); no data moves
+    p.notice_box->put(&notice, static_cast<uint64_t>(notice_bytes_));  // from dst's host to src's
+    p.notice_box->get<char>();  // out of the box's received list: it is the one just put
     p.posted.insert(slot);
     for (auto& m : p.queue)
       if (m.slot == slot && !m.in_queue) {

@@ -100,6 +100,11 @@ class SimNetwork {
     // the links' queues (link_queue_s; the post's time otherwise).
     std::deque<std::pair<uint64_t, double>> notices;
     simgrid::s4u::SemaphorePtr notice_events;
+    // The notices' way: the pair's sender actor is its permanent receiver, so a notice flows
+    // as soon as it is put (SimGrid's Comm::sendto would do the same as a detached comm, and
+    // SimGrid 3.32 keeps all detached comms in one list it searches linearly as each ends: a
+    // quarter of a 4096-rank simulation's time).
+    simgrid::s4u::Mailbox* notice_box = nullptr;
   };
   struct Bucket {
     double tokens = 0;  // bytes that may pass at once
