@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -24,6 +25,17 @@
 namespace lowcomm::cli {
 
 namespace {
+
+// A fit's range as "lo-hi unit", the values scaled (e.g. 1e3: seconds shown in ms).
+std::string rangeText(const sim::FitRange& r, double scale, const std::string& unit) {
+  std::ostringstream o;
+  o << r.lo * scale << "-" << r.hi * scale << unit;
+  return o.str();
+}
+
+std::string nodeMemoryRange() {
+  return rangeText({std::pow(10.0, sim::kNodeMemoryLog10.lo), std::pow(10.0, sim::kNodeMemoryLog10.hi)}, 1e-9, " GB/s");
+}
 
 double busFactor(const std::string& op, int n) {
   if (op == "allreduce") return 2.0 * (n - 1) / n;
@@ -231,7 +243,7 @@ int simulateCalibrate(int argc, char** argv) {
       std::printf("# node memory (hier in shared memory): %.2f GB/s per rank%s\n", c.platform.node_memory_Bps / 1e9,
                   c.node_memory_fitted || !fit ? ""
                                                 : " (kept: no TCP rows of >= 1 MiB to fit the links first, or the "
-                                                  "rows of >= 1 MiB do not pin a rate in 0.1-100 GB/s)");
+                                                  "rows of >= 1 MiB do not pin a rate in " + nodeMemoryRange() + ")");
     printCalibration(c);
   }
   // A host value fitted to the timelines' measured steps: `fit` on them, then `what` it found.
@@ -259,7 +271,7 @@ int simulateCalibrate(int argc, char** argv) {
     fitTimelines(link_timelines, sim::fitLinkRate, [](const sim::OverheadFit& f) {
       std::ostringstream o;
       o << "links at " << std::fixed << std::setprecision(4) << f.platform.bandwidth_factor << " x their rate in training"
-        << (f.pinned ? "" : " (kept: the runs do not pin a factor in 0.3-1.2)");
+        << (f.pinned ? "" : " (kept: the runs do not pin a factor in " + rangeText(sim::kLinkFactorRange, 1, "") + ")");
       return o.str();
     });
   if (!timelines.empty())
@@ -272,7 +284,7 @@ int simulateCalibrate(int argc, char** argv) {
     fitTimelines(node_timelines, sim::fitNodeMemory, [](const sim::OverheadFit& f) {
       std::ostringstream o;
       o << "node memory at " << std::fixed << std::setprecision(2) << f.platform.node_memory_Bps / 1e9
-        << " GB/s per rank in training" << (f.pinned ? "" : " (kept: the runs do not pin a rate in 0.1-100 GB/s)");
+        << " GB/s per rank in training" << (f.pinned ? "" : " (kept: the runs do not pin a rate in " + nodeMemoryRange() + ")");
       return o.str();
     });
   for (const auto& kind : call_kinds)
@@ -283,7 +295,8 @@ int simulateCalibrate(int argc, char** argv) {
       const auto it = f.platform.call_overhead_s.find(kind);
       o << std::fixed << std::setprecision(1) << (it == f.platform.call_overhead_s.end() ? 0.0 : it->second) * 1e6
         << " us per " << kind << " call"
-        << (f.pinned ? "" : " (kept: the runs do not pin a time in 0-5 ms; their calls hide behind other work)");
+        << (f.pinned ? "" : " (kept: the runs do not pin a time in " + rangeText(sim::kCallOverheadRange, 1e3, " ms") +
+                                "; their calls hide behind other work)");
       return o.str();
     });
   if (!out.empty()) sim::saveCalibration(out, setting, c);

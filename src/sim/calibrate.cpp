@@ -51,11 +51,11 @@ bool pinnedAt(double x, double lo, double hi, double margin, double d, const std
 // The node memory's rate is fitted in log10 of bytes per second over [8, 11] (0.1–100 GB/s) and
 // pinned when half and twice the rate fit worse; the links' factor over [0.3, 1.2], pinned when
 // 0.1 less and more fit worse.
-constexpr double kNodeLo = 8.0, kNodeHi = 11.0, kNodeMargin = 0.05;
+constexpr double kNodeLo = kNodeMemoryLog10.lo, kNodeHi = kNodeMemoryLog10.hi, kNodeMargin = 0.05;
 bool nodeRatePinned(double lg, const std::function<double(double)>& loss_at) {
   return pinnedAt(lg, kNodeLo, kNodeHi, kNodeMargin, std::log10(2.0), loss_at);
 }
-constexpr double kLinkLo = 0.3, kLinkHi = 1.2, kLinkMargin = 0.01, kLinkStep = 0.1;
+constexpr double kLinkLo = kLinkFactorRange.lo, kLinkHi = kLinkFactorRange.hi, kLinkMargin = 0.01, kLinkStep = 0.1;
 static_assert(kLinkLo - kLinkStep > 0 && kLinkHi + kLinkStep <= 1.5, "factors a platform accepts (platform.cpp)");
 
 // Mean squared log error of the rows selected by `use`, simulated on p.
@@ -321,7 +321,7 @@ void requireMeasured(const OverheadFit& fit) {
 }
 
 // A host time per call is fitted over [0, 5 ms] and pinned when 1 ms less and more fit worse.
-constexpr double kCallHi = 5e-3, kCallStep = 1e-3;
+constexpr double kCallHi = kCallOverheadRange.hi, kCallStep = 1e-3;
 
 // The mean over the runs of the squared log errors of their predicted mean steps on p.
 double runsLoss(const PlatformSpec& p, const TrainingRuns& runs) {

@@ -60,6 +60,14 @@ Calibration evaluate(const PlatformSpec& p, const std::vector<MeasuredRow>& rows
 void saveCalibration(const std::string& path, const std::string& setting, const Calibration& c);
 PlatformSpec loadCalibration(const std::string& path);
 
+// The ranges the fits search (and what a "kept: not pinned" message names).
+struct FitRange {
+  double lo, hi;
+};
+inline constexpr FitRange kLinkFactorRange{0.3, 1.2};     // bandwidth_factor
+inline constexpr FitRange kNodeMemoryLog10{8.0, 11.0};    // log10 of node_memory_Bps (0.1–100 GB/s)
+inline constexpr FitRange kCallOverheadRange{0.0, 5e-3};  // call_overhead_s entries, seconds
+
 // Training runs to fit a host value to: each run's rank programs (readTimeline).
 using TrainingRuns = std::vector<std::vector<RankProgram>>;
 
