@@ -90,7 +90,7 @@ int simulatePredict(int argc, char** argv) {
                  "divide the measured compute and codec time by this (e.g. faster hardware than the recording's)")
       ->capture_default_str();
   app.add_option("--coarse-ring", coarse.max_ring,
-                 "rings over more ranks (hier in node memory: more nodes) than this run on a sample of them, "
+                 "rings over more ranks (hier in node memory and rails: more nodes) than this run on a sample of them, "
                  "scaled (0: every rank, exact)")
       ->capture_default_str();
   app.add_option("--first-step", ro.first_step, "the first measured step used (0-based)")->capture_default_str();

@@ -13,6 +13,7 @@
 #include "ina.h"
 #include "isolated.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/comm/algorithms.h"
 #include "lowcomm/comm/dtype.h"
 #include "lowcomm/sim/replay.h"
 #include "run_call.h"
@@ -74,9 +75,10 @@ std::string groupKey(const CallSpec& c) {
   return k;
 }
 
-// The ranks a coarsened call samples together: hier's node groups, else single ranks.
+// The ranks a coarsened call samples together: hier's and rails' node groups, else single ranks.
 int coarseUnit(const Shared& sh, const CallSpec& c) {
-  return c.algo == comm::Algo::hierarchical ? (c.group_size > 0 ? c.group_size : sh.platform.ppn) : 1;
+  const bool nodes = c.algo == comm::Algo::hierarchical || c.algo == comm::Algo::rails;
+  return nodes ? (c.group_size > 0 ? c.group_size : sh.platform.ppn) : 1;
 }
 
 bool coarsens(Shared& sh, const CallSpec& c) {
@@ -84,7 +86,12 @@ bool coarsens(Shared& sh, const CallSpec& c) {
   if (sh.coarse.max_ring <= 1 || !c.ranks.empty()) return false;
   if (c.algo == comm::Algo::ring)
     return n > sh.coarse.max_ring && (c.op == "allgatherv" || (c.op == "allreduce" && !sh.net.ina));
-  if (c.algo != comm::Algo::hierarchical || c.op != "allreduce") return false;
+  if (c.op != "allreduce") return false;
+  if (c.algo == comm::Algo::rails) {  // one ring per local index across the nodes
+    const int unit = coarseUnit(sh, c);
+    return !sh.net.ina && unit > 1 && n % unit == 0 && n / unit > sh.coarse.max_ring;
+  }
+  if (c.algo != comm::Algo::hierarchical) return false;
   // hier: a ring of node leaders, each node's part in its shared memory (where the leaders'
   // bytes are all the node sends).
   const int unit = coarseUnit(sh, c);
@@ -97,6 +104,14 @@ struct CallBytes {
   uint64_t sent = 0, messages = 0, node_sent = 0, node_messages = 0;
   double node_s = 0;  // time in node-memory steps
 };
+
+// The sequence number of `rank`'s next call of c's group: calls of different groups must not
+// share slots, so the group's number goes into it.
+uint32_t nextSeq(Shared& sh, int rank, const CallSpec& c) {
+  const std::string key = groupKey(c);
+  auto gid = sh.group_ids.emplace(key, static_cast<uint32_t>(sh.group_ids.size())).first;
+  return (gid->second << 20) | (sh.state[rank].calls_in_group[key]++ & 0xfffff);
+}
 
 // Runs `c` on `rank` (its group's or the world's) and returns the bytes and messages it sent;
 // `count`: whether they go into the network's counters.
@@ -111,12 +126,7 @@ CallBytes runGroupCall(Shared& sh, int rank, const CallSpec& c, bool count = tru
       throw Error("rank " + std::to_string(rank) + " replays a " + c.op + " of a group it is not in");
     g.me = static_cast<int>(it - c.ranks.begin());
   }
-  const std::string key = groupKey(c);
-  auto [gid, fresh] = sh.group_ids.emplace(key, static_cast<uint32_t>(sh.group_ids.size()));
-  (void)fresh;
-  // Calls of different groups must not share slots: the group's number goes into the sequence.
-  const uint32_t seq = (gid->second << 20) | (sh.state[rank].calls_in_group[key]++ & 0xfffff);
-  SimExchange ex(sh.net, rank, seq, count);
+  SimExchange ex(sh.net, rank, nextSeq(sh, rank, c), count);
   runCall(ex, g, c, sh.platform.ppn, sh.buf.get(), sh.out.get(), sh.scratch);
   ++sh.calls;
   return {ex.bytesSent(), ex.messagesSent(), ex.nodeBytesSent(), ex.nodeMessagesSent(), ex.nodeTime()};
@@ -187,10 +197,77 @@ void runCoarse(Shared& sh, int rank, int thread, const CallSpec& c) {
   }
 }
 
+// rails (comm/algo/allreduce_rails.cpp: reduce-scatter inside the node, a ring per local index j
+// across the nodes on the node's j-th share, allgather inside) over more than max_ring nodes, on
+// every k-th node: its node steps on the real buffer, its rings with the full rings' chunk per
+// step, their time and bytes scaled by the rings' steps (the node steps' not). The others wait
+// for the sample and count what their twin (same local index, first node) sent: to their rail
+// successor and inside their node.
+void runCoarseRails(Shared& sh, int rank, int thread, const CallSpec& c) {
+  const int n = sh.net.world(), gs = coarseUnit(sh, c), units = n / gs;
+  const int k = (units + sh.coarse.max_ring - 1) / sh.coarse.max_ring;
+  const int j = rank % gs, first = rank - j;
+  const int rail_next = (rank + gs) % n, local_next = first + (j + 1) % gs;
+  CoarseCall& cc = sh.coarse_calls[{thread, sh.state[rank].coarse_calls[thread]++}];
+  cc.size(gs);
+  if (rank / gs % k != 0) {
+    cc.done[j]->acquire();
+    sh.net.count(rank, rail_next, cc.sent[j], cc.messages[j]);
+    sh.net.count(rank, local_next, cc.node_sent[j], cc.node_messages[j]);
+    return;
+  }
+  CallSpec s = c;  // the sample, for its sequence number
+  for (int u = 0; u < units; u += k)
+    for (int i = 0; i < gs; ++i) s.ranks.push_back(u * gs + i);
+  comm::Group local, rail;
+  for (int i = first; i < first + gs; ++i) local.ranks.push_back(i);
+  local.me = j;
+  for (int u = 0; u < units; u += k) rail.ranks.push_back(u * gs + j);
+  rail.me = rank / gs / k;
+  const int m = rail.size();
+  const size_t es = comm::dtypeSize(c.dtype), count = c.bytes / es;
+  const auto off = comm::evenOffsets(count, gs);
+  const size_t seg = comm::segmentElems(c.segment_bytes, es, off[1] - off[0]);
+  const size_t ring_count = std::max<size_t>(1, (off[j + 1] - off[j]) / static_cast<size_t>(units)) * m;
+  if (!cc.start) cc.start = sg4::Barrier::create(static_cast<unsigned>(s.ranks.size()));
+  cc.start->wait();  // the sample starts together (as runCoarse)
+  if (const double h = sh.net.callOverhead("allreduce/rails"); h > 0) sg4::this_actor::sleep_for(h);
+  SimExchange ex(sh.net, rank, nextSeq(sh, rank, s), false);
+  char* buf = sh.buf.get();
+  comm::ringReduceScatter(ex, local, buf, off, c.dtype, comm::ReduceOp::sum, seg, 0,
+                          sh.scratch.get(comm::ringScratchBytes(off, es)));
+  ex.waitAll();
+  const uint64_t b0 = ex.bytesSent(), m0 = ex.messagesSent();
+  const double t0 = sg4::Engine::get_clock();
+  comm::allreduceRing(ex, rail, buf, ring_count, c.dtype, comm::ReduceOp::sum, c.segment_bytes, 2, sh.scratch);
+  ex.waitAll();
+  const double scale = static_cast<double>(units - 1) / static_cast<double>(m - 1);
+  sg4::this_actor::sleep_for((sg4::Engine::get_clock() - t0) * (scale - 1));
+  const uint64_t ring_b = ex.bytesSent() - b0, ring_m = ex.messagesSent() - m0;
+  std::vector<size_t> off_bytes(off);
+  for (auto& o : off_bytes) o *= es;
+  comm::ringAllgather(ex, local, buf, off_bytes, seg * es, 4);
+  ex.waitAll();
+  ++sh.calls;
+  const auto scaled = [scale](uint64_t v) { return static_cast<uint64_t>(static_cast<double>(v) * scale + 0.5); };
+  const uint64_t node_b = ex.bytesSent() - ring_b, node_m = ex.messagesSent() - ring_m;
+  sh.net.count(rank, rail_next, scaled(ring_b), scaled(ring_m));
+  sh.net.count(rank, local_next, node_b, node_m);
+  if (rank < gs) {  // the first node publishes for the ranks outside the sample
+    cc.sent[j] = scaled(ring_b), cc.messages[j] = scaled(ring_m);
+    cc.node_sent[j] = node_b, cc.node_messages[j] = node_m;
+    if (j == 0) ++sh.coarsened;
+    for (int r = j; r < n; r += gs)
+      if (r / gs % k != 0) cc.done[j]->release();
+  }
+}
+
 void runOne(Shared& sh, int rank, int thread, const CallSpec& c) {
   if (c.p2p()) {
     sh.p2p[rank].run(sh.net, sh.channels, c);
     ++sh.calls;
+  } else if (coarsens(sh, c) && c.algo == comm::Algo::rails) {
+    runCoarseRails(sh, rank, thread, c);
   } else if (coarsens(sh, c)) runCoarse(sh, rank, thread, c);
   else runGroupCall(sh, rank, c);
 }

@@ -269,6 +269,37 @@ TEST(SimPredict, ACoarseHierarchicalAllreduceFollowsTheExactOneWithinOnePercent)
   }
 }
 
+// rails over more than max_ring nodes runs on every k-th node (its node steps whole, its rings
+// with the full rings' chunk per step) and is scaled: on 32 nodes x 8 (the rail topology, and a
+// 4:1 fat-tree of two leaves with Gloo's notices) every rank's coarse step is within 1 % of the
+// exact one, with its bytes, and the same inter-node and cross-leaf parts.
+TEST(SimPredict, ACoarseRailsAllreduceFollowsTheExactOneWithinOnePercent) {
+  for (const std::string topology : {"rail", "fat-tree"}) {
+    auto prog = recorded(12 << 20, "predict_coarse_rails");
+    auto p = platform(topology, 32, 10.0);
+    p.ppn = 8;
+    if (topology == "fat-tree") p.leaf_size = 16, p.oversubscription = 4, p.notice_bytes = 114;
+    PredictOptions o;
+    o.algo = "rails";
+    const auto programs = extrapolate(prog, 2, p, o);
+    const auto exact = replay(p, programs);
+    EXPECT_EQ(exact.coarse_calls, 0u);
+    for (int max_ring : {16, 8}) {
+      const auto coarse = replay(p, programs, CoarseOptions{max_ring});
+      EXPECT_EQ(coarse.coarse_calls, 2u) << topology;  // one bucket in each of 2 steps
+      for (int r = 0; r < 256; ++r) {
+        const std::string what = topology + ", 1 node in " + std::to_string(32 / max_ring) + ", rank " + std::to_string(r);
+        EXPECT_NEAR(coarse.predicted_step_by_rank[r] / exact.predicted_step_by_rank[r], 1.0, 0.01) << what;
+        EXPECT_NEAR(static_cast<double>(coarse.bytes_sent[r]), static_cast<double>(exact.bytes_sent[r]),
+                    1e-3 * static_cast<double>(exact.bytes_sent[r])) << what;
+        EXPECT_NEAR(static_cast<double>(coarse.inter_node_sent[r]), static_cast<double>(exact.inter_node_sent[r]),
+                    1e-3 * static_cast<double>(exact.inter_node_sent[r])) << what;
+        EXPECT_EQ(coarse.inter_leaf_sent[r] > 0, exact.inter_leaf_sent[r] > 0) << what;
+      }
+    }
+  }
+}
+
 // Rank 0 of 4 recorded ranks ran its group's allreduce over ranks {0, 1}: on 8 ranks each rank
 // runs it over its own block, of 2 ranks ("fixed") or 4 ("proportional"), and sends the group
 // ring's 2 (g - 1) / g of the buffer per call; world calls stay over all 8.

@@ -109,7 +109,10 @@ struct ReplayResult {
 // leaders send) by the ring's steps, in node memory by the buffer ratio. The node steps'
 // copies and sums ran on the sample's buffer, m / units of the real one: their time is scaled
 // by units / m, the rest of the call's by the ring's steps; a node's ranks end together. The
-// sample's ranks start together (rings too), so the wait for the last is not scaled. 0: off.
+// sample's ranks start together (rings too), so the wait for the last is not scaled. The rails
+// allreduce over more than `max_ring` nodes is coarsened over nodes too: every k-th node runs its
+// node steps whole and its per-rail rings with the same chunk per step, their time and bytes
+// scaled by the rings' steps; every rank counts its sample twin's. 0: off.
 struct CoarseOptions {
   int max_ring = 0;
 };
