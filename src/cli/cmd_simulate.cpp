@@ -239,11 +239,14 @@ int simulateCalibrate(int argc, char** argv) {
                 c.platform.link_Bps * c.platform.bandwidth_factor * 8 / 1e6, c.platform.link_latency_s * 1e6,
                 rows.size());
     for (const auto& [key, h] : c.platform.call_overhead_s) std::printf("# host time per call %s: %.1f us\n", key.c_str(), h * 1e6);
-    if (std::any_of(rows.begin(), rows.end(), [](const sim::MeasuredRow& r) { return r.node_piece > 0; }))
+    if (std::any_of(rows.begin(), rows.end(), [](const sim::MeasuredRow& r) { return r.node_piece > 0; })) {
+      const std::string kept = c.node_memory_fitted || !fit
+                                   ? ""
+                                   : " (kept: no TCP rows of >= 1 MiB to fit the links first, or the rows of >= 1 MiB "
+                                     "do not pin a rate in " + nodeMemoryRange() + ")";
       std::printf("# node memory (hier in shared memory): %.2f GB/s per rank%s\n", c.platform.node_memory_Bps / 1e9,
-                  c.node_memory_fitted || !fit ? ""
-                                                : " (kept: no TCP rows of >= 1 MiB to fit the links first, or the "
-                                                  "rows of >= 1 MiB do not pin a rate in " + nodeMemoryRange() + ")");
+                  kept.c_str());
+    }
     printCalibration(c);
   }
   // A host value fitted to the timelines' measured steps: `fit` on them, then `what` it found.

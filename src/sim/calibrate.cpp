@@ -48,9 +48,9 @@ bool pinnedAt(double x, double lo, double hi, double margin, double d, const std
   if (!(x > lo + margin && x < hi - margin)) return false;
   return std::min(loss_at(x - d), loss_at(x + d)) > loss_at(x) + kPinLoss;
 }
-// The node memory's rate is fitted in log10 of bytes per second over [8, 11] (0.1–100 GB/s) and
-// pinned when half and twice the rate fit worse; the links' factor over [0.3, 1.2], pinned when
-// 0.1 less and more fit worse.
+// The node memory's rate is fitted in log10 of bytes per second over kNodeMemoryLog10 and pinned
+// when half and twice the rate fit worse; the links' factor over kLinkFactorRange, pinned when
+// 0.1 less and more fit worse (lowcomm/sim/calibrate.h).
 constexpr double kNodeLo = kNodeMemoryLog10.lo, kNodeHi = kNodeMemoryLog10.hi, kNodeMargin = 0.05;
 bool nodeRatePinned(double lg, const std::function<double(double)>& loss_at) {
   return pinnedAt(lg, kNodeLo, kNodeHi, kNodeMargin, std::log10(2.0), loss_at);
@@ -320,7 +320,7 @@ void requireMeasured(const OverheadFit& fit) {
                         " has no measured step time (its step spans last 0): nothing to fit to");
 }
 
-// A host time per call is fitted over [0, 5 ms] and pinned when 1 ms less and more fit worse.
+// A host time per call is fitted over kCallOverheadRange and pinned when 1 ms less and more fit worse.
 constexpr double kCallHi = kCallOverheadRange.hi, kCallStep = 1e-3;
 
 // The mean over the runs of the squared log errors of their predicted mean steps on p.
@@ -370,8 +370,8 @@ OverheadFit fitCallOverhead(const PlatformSpec& start, const TrainingRuns& runs,
   if (!anyCall(runs, [&](const CallSpec& c) { return c.op + "/" + comm::algoName(c.algo) == key; })) throw ConfigError("simulate calibrate: no " + key + " call in the runs: nothing to fit its host time to");
   // Pinned where 1 ms less and more fit worse (calls hidden behind compute leave the loss flat);
   // below 0 (pinnedAt looks 1 ms below a fit under 1 ms) is none.
-  return fitHostValue(start, runs, [&](PlatformSpec& p, double x) { p.call_overhead_s[key] = std::max(0.0, x); }, 0.0,
-                      kCallHi, 0.0, kCallStep);
+  return fitHostValue(start, runs, [&](PlatformSpec& p, double x) { p.call_overhead_s[key] = std::max(0.0, x); },
+                      kCallOverheadRange.lo, kCallHi, 0.0, kCallStep);
 }
 
 OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& runs) {

@@ -89,7 +89,11 @@ bool coarsens(Shared& sh, const CallSpec& c) {
   if (c.op != "allreduce") return false;
   if (c.algo == comm::Algo::rails) {  // one ring per local index across the nodes
     const int unit = coarseUnit(sh, c);
-    return !sh.net.ina && unit > 1 && n % unit == 0 && n / unit > sh.coarse.max_ring;
+    // Each rail's share must give every node of its ring an element (else rails send less than a
+    // sample scaled up would: small calls run exact, cheaply).
+    const uint64_t count = c.bytes / comm::dtypeSize(c.dtype);
+    return !sh.net.ina && unit > 1 && n % unit == 0 && n / unit > sh.coarse.max_ring &&
+           count / static_cast<uint64_t>(unit) >= static_cast<uint64_t>(n / unit);
   }
   if (c.algo != comm::Algo::hierarchical) return false;
   // hier: a ring of node leaders, each node's part in its shared memory (where the leaders'

@@ -289,7 +289,9 @@ TEST(SimPredict, ACoarseRailsAllreduceFollowsTheExactOneWithinOnePercent) {
       EXPECT_EQ(coarse.coarse_calls, 2u) << topology;  // one bucket in each of 2 steps
       for (int r = 0; r < 256; ++r) {
         const std::string what = topology + ", 1 node in " + std::to_string(32 / max_ring) + ", rank " + std::to_string(r);
-        EXPECT_NEAR(coarse.predicted_step_by_rank[r] / exact.predicted_step_by_rank[r], 1.0, 0.01) << what;
+        // Within 1 % of the step's communication (the step less its 35 ms of compute), not only of the step.
+        EXPECT_NEAR((coarse.predicted_step_by_rank[r] - exact.predicted_step_by_rank[r]) /
+                        (exact.predicted_step_by_rank[r] - 0.035), 0.0, 0.01) << what;
         EXPECT_NEAR(static_cast<double>(coarse.bytes_sent[r]), static_cast<double>(exact.bytes_sent[r]),
                     1e-3 * static_cast<double>(exact.bytes_sent[r])) << what;
         EXPECT_NEAR(static_cast<double>(coarse.inter_node_sent[r]), static_cast<double>(exact.inter_node_sent[r]),
@@ -298,6 +300,16 @@ TEST(SimPredict, ACoarseRailsAllreduceFollowsTheExactOneWithinOnePercent) {
       }
     }
   }
+  // A call whose rails' shares leave some node of their rings without an element runs exact.
+  auto p = platform("rail", 32, 10.0);
+  p.ppn = 8;
+  PredictOptions o;
+  o.algo = "rails";
+  const auto small = extrapolate(recorded(512, "predict_coarse_rails_small"), 2, p, o);  // 16 floats per rail, 32 nodes
+  const auto exact = replay(p, small), coarse = replay(p, small, CoarseOptions{8});
+  EXPECT_EQ(coarse.coarse_calls, 0u);
+  EXPECT_EQ(coarse.bytes_sent, exact.bytes_sent);
+  EXPECT_DOUBLE_EQ(coarse.predicted_step_s, exact.predicted_step_s);
 }
 
 // Rank 0 of 4 recorded ranks ran its group's allreduce over ranks {0, 1}: on 8 ranks each rank
