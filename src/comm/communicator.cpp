@@ -126,11 +126,19 @@ void Communicator::detectLocality() {
     throw ConfigError("shared memory was required (shm = on) but not every rank is on this host");
 }
 
+// A failed try's keys stay in the store (rank 0's empty segment name among them): every try has
+// its own, the same on every rank since all of them failed alike (the vote).
+std::string Communicator::shmTryPrefix(const std::string& base, int& tries) {
+  const int t = tries++;
+  return t == 0 ? base : base + "/try" + std::to_string(t);
+}
+
 ShmDomain* Communicator::shmDomain() {
   if (!shm_ && all_local_) {
     auto vote = [this](bool ok) { return voteAll(ok, *meter_); };
     try {
-      shm_ = ShmDomain::create(*store_, prefix_, rank_, size_, opts_.shm_piece_bytes, connectTimeout(opts_), vote);
+      shm_ = ShmDomain::create(*store_, shmTryPrefix(prefix_, shm_tries_), rank_, size_, opts_.shm_piece_bytes,
+                               connectTimeout(opts_), vote);
     } catch (const ConfigError&) {
       if (opts_.shm == ShmMode::on) throw;
       all_local_ = false;  // e.g. not enough memory or another user: TCP from now on, on every rank
@@ -156,9 +164,9 @@ ShmDomain* Communicator::nodeShm() {
     if (node_of_[r] != node_of_[r / gs * gs]) return nullptr;
   TrafficMeter setup;  // made at the first hierarchical call: like create()'s, not the user's traffic
   try {
-    node_shm_ = ShmDomain::create(*store_, prefix_ + "/node" + std::to_string(rank_ / gs), rank_ - first,
-                                  std::min(size_, first + gs) - first, opts_.shm_piece_bytes, connectTimeout(opts_),
-                                  [&](bool ok) { return voteAll(ok, setup); });
+    const std::string prefix = shmTryPrefix(prefix_ + "/node" + std::to_string(rank_ / gs), node_shm_tries_);
+    node_shm_ = ShmDomain::create(*store_, prefix, rank_ - first, std::min(size_, first + gs) - first,
+                                  opts_.shm_piece_bytes, connectTimeout(opts_), [&](bool ok) { return voteAll(ok, setup); });
   } catch (const ConfigError&) {
     // With shm = on every rank failed alike (the vote): each later call tries again and fails
     // the same way rather than falling back to TCP after a caught first error.

@@ -195,6 +195,8 @@ class Communicator {
   // or mapping failed anywhere (then the groups talk TCP). Collective on first call.
   ShmDomain* nodeShm();
   bool voteAll(bool ok, TrafficMeter& meter);  // collective AND over TCP, its traffic on `meter`
+  // The store prefix of the next ShmDomain::create try under `base` (counted in `tries`).
+  static std::string shmTryPrefix(const std::string& base, int& tries);
 
   std::shared_ptr<net::Store> store_;
   std::string prefix_;
@@ -210,6 +212,7 @@ class Communicator {
   std::unique_ptr<ShmDomain> shm_;
   std::unique_ptr<ShmDomain> node_shm_;
   bool node_shm_tried_ = false;
+  int shm_tries_ = 0, node_shm_tries_ = 0;  // ShmDomain::create calls so far (shm = on retries after a failure)
   Trace* trace_ = nullptr;
   std::atomic<uint64_t> p2p_requests_{0};  // posted requests so far: their ids on the timeline
   std::vector<int> world_ranks_;  // this communicator's ranks in the root one (split); empty: the same
