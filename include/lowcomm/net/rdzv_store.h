@@ -33,11 +33,27 @@ namespace lowcomm::net {
 constexpr size_t kMaxKey = 4096;
 constexpr size_t kMaxValue = 64u << 20;
 
+// What a stranger who can reach MASTER_PORT without the token can cost rank 0 (issue: a thread per
+// unauthenticated connection let a flood take rank 0 down).
+struct RdzvLimits {
+  // A connection must complete the handshake within this, or it is closed.
+  std::chrono::milliseconds handshake{10000};
+  // Unauthenticated connections held at once. A new one beyond this closes the oldest: a member
+  // answers in one round trip, so a flood delays it (its client retries) but cannot lock it out.
+  size_t max_pending = 512;
+  // After accept() fails for want of fds (EMFILE/ENFILE) with nothing left to drop, the listening
+  // socket is left alone this long instead of being retried at once (it stays readable: a spin).
+  std::chrono::milliseconds fd_backoff{100};
+};
+
+// Threads: one acceptor that runs every unauthenticated handshake itself (non-blocking, with the
+// deadline above), plus one thread per authenticated connection, joined as soon as it ends. So
+// strangers cost at most `max_pending` fds and no threads.
 class RdzvServer {
  public:
   // Binds host:port (host resolved to one local address) and serves until destroyed. Throws
   // ConfigError naming the address when it cannot bind (e.g. another job holds the port).
-  RdzvServer(const std::string& host, int port, std::string token);
+  RdzvServer(const std::string& host, int port, std::string token, RdzvLimits limits = {});
   ~RdzvServer();
   RdzvServer(const RdzvServer&) = delete;
   RdzvServer& operator=(const RdzvServer&) = delete;
@@ -45,25 +61,38 @@ class RdzvServer {
   int port() const { return port_; }
   // Connections refused so far (wrong token, malformed or oversize frames).
   int64_t refused() const { return refused_.load(); }
+  // Unauthenticated connections closed for the limits: past their handshake deadline, the oldest
+  // when more than max_pending arrived, or to free an fd at the fd limit.
+  int64_t dropped() const { return dropped_.load(); }
 
  private:
+  struct Pending;
+  struct Member {
+    int fd = -1;
+    std::atomic<bool> done{false};
+    std::thread thread;
+  };
   void acceptLoop();
+  void acceptSome(std::vector<Pending>& pending, std::chrono::steady_clock::time_point& listen_again);
+  bool advance(Pending& p);  // false: the connection is finished (authenticated and handed on, or closed)
+  void startMember(int fd);
+  void reapMembers(bool all);
   void serve(int fd);
-  bool handshake(int fd);
   bool handle(int fd, const std::vector<uint8_t>& frame);
 
   std::string token_;
+  RdzvLimits limits_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> refused_{0};
+  std::atomic<int64_t> dropped_{0};
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, Bytes> data_;
   std::thread acceptor_;
-  std::mutex conn_mu_;
-  std::vector<std::thread> connections_;
-  std::vector<int> conn_fds_;
+  std::mutex members_mu_;
+  std::vector<std::unique_ptr<Member>> members_;
 };
 
 class RdzvClient : public Store {
