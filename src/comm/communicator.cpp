@@ -9,7 +9,7 @@
 
 #include "algo/algorithms.h"
 #include "link.h"
-#include "pair_auth.h"
+#include "mesh.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/selector.h"
 #include "lowcomm/net/shm.h"
@@ -97,10 +97,9 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<net::Store> s
                       " are supported (slot layout)");
   auto dev = net::makeDevice(transport);
   const std::string prefix = "lowcomm";
-  auto ctx = net::connectMesh(store, prefix, rank, size, dev, connectTimeout(opts));
   std::shared_ptr<Communicator> c(new Communicator(store, prefix, rank, size, opts, std::make_shared<TrafficMeter>(),
-                                                  std::make_unique<Link>(ctx, dev)));
-  if (!opts.auth_token.empty()) authenticatePairs(*c->link_, opts.auth_token, connectTimeout(opts));
+                                                  connectLink(store, prefix, rank, size, dev, opts.auth_token,
+                                                              connectTimeout(opts))));
   c->detectLocality();
   c->meter_->reset();  // the meter starts at zero: set-up traffic is not the user's
   return c;
@@ -525,10 +524,9 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     if (members[i].second == rank_) new_rank = static_cast<int>(i);
   const int new_size = static_cast<int>(members.size());
   const std::string prefix = prefix_ + "/split" + std::to_string(id) + "/color" + std::to_string(color);
-  auto ctx = net::connectMesh(store_, prefix, new_rank, new_size, link_->device(), connectTimeout(opts_));
-  std::shared_ptr<Communicator> child(
-      new Communicator(store_, prefix, new_rank, new_size, opts_, meter_, std::make_unique<Link>(ctx, link_->device())));
-  if (!opts_.auth_token.empty()) authenticatePairs(*child->link_, opts_.auth_token, connectTimeout(opts_));
+  std::shared_ptr<Communicator> child(new Communicator(
+      store_, prefix, new_rank, new_size, opts_, meter_,
+      connectLink(store_, prefix, new_rank, new_size, link_->device(), opts_.auth_token, connectTimeout(opts_))));
   // The child's own locality exchange is metered: classify its peers from what this one knows.
   std::vector<bool> same(new_size);
   for (int i = 0; i < new_size; ++i) same[i] = link_->sameHost(members[i].second) || members[i].second == rank_;
@@ -549,10 +547,9 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
 
 // The child's locality exchange runs over 2n ranks, so both roles of a process join at once.
 std::shared_ptr<Communicator> Communicator::joinRole(const std::string& prefix, int rank, int size) {
-  auto ctx = net::connectMesh(store_, prefix, rank, size, link_->device(), connectTimeout(opts_));
   std::shared_ptr<Communicator> child(
-      new Communicator(store_, prefix, rank, size, opts_, meter_, std::make_unique<Link>(ctx, link_->device())));
-  if (!opts_.auth_token.empty()) authenticatePairs(*child->link_, opts_.auth_token, connectTimeout(opts_));
+      new Communicator(store_, prefix, rank, size, opts_, meter_,
+                       connectLink(store_, prefix, rank, size, link_->device(), opts_.auth_token, connectTimeout(opts_))));
   std::vector<bool> same(size);
   for (int i = 0; i < size; ++i) same[i] = link_->sameHost(i % size_) || i % size_ == rank_;
   child->link_->setSameHost(std::move(same));

@@ -1,5 +1,9 @@
 #include "lowcomm/net/transport.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +28,30 @@ std::shared_ptr<gloo::transport::Device> tryDevice(const gloo::transport::tcp::a
 }
 }  // namespace
 
+// A UDP socket connected to the host: the kernel picks the route and its source address, and no
+// packet is sent.
+std::string localAddressTowards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || !res) return "";
+  std::string out;
+  const int fd = ::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage self{};
+  socklen_t len = sizeof(self);
+  char text[INET6_ADDRSTRLEN] = {0};
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0) {
+    const void* a = self.ss_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&self)->sin6_addr)
+                                               : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&self)->sin_addr);
+    if (::inet_ntop(self.ss_family, a, text, sizeof(text))) out = text;
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(res);
+  return out;
+}
+
 std::shared_ptr<gloo::transport::Device> makeDevice(const TransportOptions& opts) {
   std::string iface = opts.iface;
   if (iface.empty() && opts.address.empty()) {
@@ -35,6 +63,12 @@ std::shared_ptr<gloo::transport::Device> makeDevice(const TransportOptions& opts
     return tryDevice(attr, "interface '" + iface + "'");
   }
   if (!opts.address.empty()) return tryDevice(gloo::transport::tcp::attr(opts.address.c_str()), "address '" + opts.address + "'");
+  if (!opts.route_to.empty()) {
+    const std::string local = localAddressTowards(opts.route_to);
+    if (!local.empty())
+      return tryDevice(gloo::transport::tcp::attr(local.c_str()),
+                       "address " + local + " (the one this host reaches MASTER_ADDR " + opts.route_to + " from)");
+  }
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) == 0 && host[0]) {
     try {
@@ -86,8 +120,10 @@ std::shared_ptr<gloo::Context> connectMesh(const std::shared_ptr<Store>& store, 
   store->set(prefix + "/arrived/" + std::to_string(rank), toBytes("1"));
   waitForRanks(*store, prefix, size, timeout);
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
-  // Gloo waits up to 5x the context timeout for pairs to connect; keep the total near `timeout`.
-  ctx->setTimeout(std::max(std::chrono::milliseconds(1000), timeout / 5));
+  // Gloo waits up to 5x the context timeout for each pair to connect. Every rank has arrived, so
+  // a pair that takes longer is broken (its peer failed, or a stranger took its port): fail it
+  // within kPairConnectTime, so the mesh can be tried again (comm/mesh.h).
+  ctx->setTimeout(std::max(std::chrono::milliseconds(200), std::min(timeout, kPairConnectTime) / 5));
   GlooStoreAdapter adapter(std::make_shared<PrefixStore>(store, prefix + "/gloo"), timeout);
   auto dev = device;
   try {
@@ -97,6 +133,7 @@ std::shared_ptr<gloo::Context> connectMesh(const std::shared_ptr<Store>& store, 
   } catch (const gloo::Exception& e) {
     throw PeerError(-1, std::string("rendezvous: connecting the full mesh failed: ") + e.what());
   }
+  ctx->setTimeout(std::max(std::chrono::milliseconds(1000), timeout / 5));  // for later waits without their own
   return ctx;
 }
 
