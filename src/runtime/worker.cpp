@@ -58,7 +58,9 @@ Worker initWorker(const WorkerOptions& opts) {
   if (co.group_size == 0) co.group_size = env->local_world;
   co.connect_timeout = rendezvous;
   try {
-    w.comm = comm::Communicator::create(w.store, env->rank, env->world, co, opts.transport);
+    net::TransportOptions transport = opts.transport;
+    if (transport.route_to.empty()) transport.route_to = env->master_addr;  // listen where the job rendezvouses
+    w.comm = comm::Communicator::create(w.store, env->rank, env->world, co, transport);
   } catch (const TimeoutError& e) {
     throw TimeoutError("rank " + std::to_string(env->rank) + ": " + e.what());
   }
