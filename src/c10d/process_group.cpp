@@ -9,28 +9,13 @@
 #include "lowcomm/c10d/store_adapter.h"
 #include "lowcomm/comm/tuned_table.h"
 
+#include "arg_checks.h"
+
 namespace lowcomm::torchdist {
 
 namespace {
 
 constexpr uint32_t kRootedTag = 0x4c430001;  // gather/scatter messages on the collectives' communicator
-
-std::string where(const char* op) { return std::string("lowcomm backend, ") + op + ": "; }
-
-void checkTensor(const at::Tensor& t, const char* op) {
-  if (!t.defined()) throw ConfigError(where(op) + "undefined tensor");
-  if (!t.device().is_cpu())
-    throw ConfigError(where(op) + "tensor on " + t.device().str() + "; the lowcomm backend takes CPU tensors");
-  if (t.is_sparse()) throw ConfigError(where(op) + "sparse tensors are not supported");
-}
-
-const at::Tensor& single(const std::vector<at::Tensor>& ts, const char* op) {
-  if (ts.size() != 1)
-    throw ConfigError(where(op) + "expected one tensor per call, got " + std::to_string(ts.size()) +
-                      " (multi-device lists are not supported)");
-  checkTensor(ts[0], op);
-  return ts[0];
-}
 
 comm::DType reduceDType(const at::Tensor& t, const char* op) {
   switch (t.scalar_type()) {
@@ -68,19 +53,6 @@ void copyBack(const at::Tensor& dst, const at::Tensor& src) {
   if (!dst.is_same(src)) dst.copy_(src);
 }
 
-void sameShape(const at::Tensor& a, const at::Tensor& b, const char* op, const char* what) {
-  if (a.scalar_type() != b.scalar_type() || a.numel() != b.numel())
-    throw ConfigError(where(op) + what + ": " + std::string(c10::toString(a.scalar_type())) + "[" +
-                      std::to_string(a.numel()) + "] vs " + std::string(c10::toString(b.scalar_type())) + "[" +
-                      std::to_string(b.numel()) + "]");
-}
-
-void checkRank(int64_t r, int size, const char* op, const char* what) {
-  if (r < 0 || r >= size)
-    throw ConfigError(where(op) + what + " " + std::to_string(r) + " is not a rank of this group of " +
-                      std::to_string(size));
-}
-
 bool envFlag(const char* name) {
   const char* v = std::getenv(name);
   if (!v || !*v) return false;
@@ -110,10 +82,14 @@ comm::CommOptions commOptionsFromEnv(std::chrono::milliseconds timeout) {
 c10::intrusive_ptr<ProcessGroupLowcomm> ProcessGroupLowcomm::create(const c10::intrusive_ptr<c10d::Store>& store,
                                                                     int rank, int size,
                                                                     std::chrono::milliseconds timeout) {
-  const comm::CommOptions opts = commOptionsFromEnv(timeout);
+  return create(std::make_shared<C10dStore>(store), rank, size, commOptionsFromEnv(timeout));
+}
+
+c10::intrusive_ptr<ProcessGroupLowcomm> ProcessGroupLowcomm::create(std::shared_ptr<net::Store> store, int rank,
+                                                                    int size, const comm::CommOptions& opts) {
   net::TransportOptions transport;
   transport.timeout = opts.timeout;
-  auto comm = comm::Communicator::create(std::make_shared<C10dStore>(store), rank, size, opts, transport);
+  auto comm = comm::Communicator::create(std::move(store), rank, size, opts, transport);
   auto p2p = comm->split(0, rank);
   return c10::make_intrusive<ProcessGroupLowcomm>(std::move(comm), std::move(p2p));
 }
