@@ -209,6 +209,7 @@ ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::gather(std::vector<Tensors>& o
   if (rank_ == root) {
     if (outputs.size() != 1 || outputs[0].size() != static_cast<size_t>(size_))
       throw ConfigError(where("gather") + "the root needs one output list of " + std::to_string(size_) + " tensors");
+    checkTensors(outputs[0], "gather");
     for (const auto& o : outputs[0]) sameShape(o, in, "gather", "output and input differ");
     outs = outputs[0];
   } else if (!outputs.empty() && !outputs[0].empty()) {
@@ -235,6 +236,7 @@ ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::scatter(Tensors& outputs, std:
   if (rank_ == root) {
     if (inputs.size() != 1 || inputs[0].size() != static_cast<size_t>(size_))
       throw ConfigError(where("scatter") + "the root needs one input list of " + std::to_string(size_) + " tensors");
+    checkTensors(inputs[0], "scatter");
     for (const auto& i : inputs[0]) sameShape(i, out, "scatter", "input and output differ");
     ins = inputs[0];
   } else if (!inputs.empty() && !inputs[0].empty()) {
@@ -260,6 +262,7 @@ ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::reduce_scatter(Tensors& output
   const at::Tensor out = single(outputs, "reduce_scatter");
   if (inputs.size() != 1 || inputs[0].size() != static_cast<size_t>(size_))
     throw ConfigError(where("reduce_scatter") + "expected one input list of " + std::to_string(size_) + " tensors");
+  checkTensors(inputs[0], "reduce_scatter");
   for (const auto& i : inputs[0]) sameShape(i, out, "reduce_scatter", "input and output differ");
   const comm::DType dt = reduceDType(out, "reduce_scatter");
   const comm::ReduceOp op = reduceOp(opts.reduceOp, "reduce_scatter");
@@ -309,19 +312,9 @@ ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::alltoall_base(at::Tensor& outp
   checkTensor(input, "alltoall_base");
   if (output.scalar_type() != input.scalar_type())
     throw ConfigError(where("alltoall_base") + "input and output dtypes differ");
-  auto rows = [&](const at::Tensor& t, std::vector<int64_t> splits, const char* what) {
-    const int64_t n = t.dim() ? t.size(0) : 1;
-    if (splits.empty()) {
-      if (n % size_) throw ConfigError(where("alltoall_base") + what + " dim 0 does not divide by the world size");
-      splits.assign(size_, n / size_);
-    }
-    int64_t sum = 0;
-    for (auto v : splits) sum += v;
-    if (static_cast<int>(splits.size()) != size_ || sum != n)
-      throw ConfigError(where("alltoall_base") + what + " split sizes must be one per rank and add up to dim 0");
-    return splits;
-  };
-  const auto out_rows = rows(output, output_splits, "output"), in_rows = rows(input, input_splits, "input");
+  auto dim0 = [](const at::Tensor& t) { return t.dim() ? t.size(0) : int64_t{1}; };
+  const auto out_rows = checkSplits(output_splits, dim0(output), size_, "output_split_sizes");
+  const auto in_rows = checkSplits(input_splits, dim0(input), size_, "input_split_sizes");
   const at::Tensor out = output, in = input;
   return enqueue(c10d::OpType::ALLTOALL_BASE, {out}, [this, out, in, out_rows, in_rows] {
     at::Tensor src = staged(in), dst = staged(out);
@@ -374,6 +367,7 @@ ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::barrier(const c10d::BarrierOpt
 ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::send(Tensors& tensors, int dst, int tag) {
   const at::Tensor t = single(tensors, "send");
   checkRank(dst, size_, "send", "destination");
+  checkTag(tag, "send");
   at::Tensor buf = staged(t);
   auto req = p2p_->isend(buf.data_ptr(), nbytes(buf), dst, static_cast<uint32_t>(tag));
   return c10::make_intrusive<P2PWork>(rank_, c10d::OpType::SEND, std::move(req), Tensors{buf});
@@ -382,6 +376,7 @@ ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::send(Tensors& tensors, int dst
 ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::recv(Tensors& tensors, int src, int tag) {
   const at::Tensor t = single(tensors, "recv");
   checkRank(src, size_, "recv", "source");
+  checkTag(tag, "recv");
   at::Tensor buf = staged(t);
   auto req = p2p_->irecv(buf.data_ptr(), nbytes(buf), src, static_cast<uint32_t>(tag));
   std::function<void()> after;
