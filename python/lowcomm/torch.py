@@ -1,9 +1,5 @@
 """The "lowcomm" torch.distributed backend.
 
-    import atexit
-import weakref
-
-import torch.distributed as dist
     import lowcomm.torch                       # registers the backend
     dist.init_process_group("lowcomm")         # torchrun / `lowcomm launch` environment
     ...
@@ -12,8 +8,14 @@ import torch.distributed as dist
 Collectives run on lowcomm's communicator (shared memory among the ranks of one host, our
 ring / halving-doubling / hierarchical algorithms over TCP), queued in call order to one worker
 thread per group, so async work (DDP's bucket allreduces) overlaps the caller. CPU tensors only.
+
+Trust (include/lowcomm/c10d/backend_rendezvous.h): a job of several ranks needs LOWCOMM_JOB_TOKEN
+(`lowcomm launch` sets it) unless LOWCOMM_INSECURE=1, which warns; the backend meets its peers
+through lowcomm's authenticated store at MASTER_ADDR:LOWCOMM_RDZV_PORT (default MASTER_PORT + 1,
+hosted by global rank 0), not through torch's store; a worker exits when its launcher dies
+(LOWCOMM_LAUNCHER_PID, or torchrun's agent).
 Environment: LOWCOMM_DETERMINISTIC=1 (rank-ordered sums), LOWCOMM_ALLREDUCE_ALGO, LOWCOMM_SHM,
-LOWCOMM_JOB_TOKEN, LOCAL_WORLD_SIZE, GLOO_SOCKET_IFNAME.
+LOWCOMM_JOB_TOKEN, LOWCOMM_INSECURE, LOWCOMM_RDZV_PORT, LOCAL_WORLD_SIZE, GLOO_SOCKET_IFNAME.
 """
 import atexit
 import weakref
@@ -33,7 +35,11 @@ _groups = weakref.WeakSet()
 
 
 def _create(store, rank, size, timeout):
-    pg = _C.create_process_group(store, rank, size, timeout)
+    # torch calls this for the default group before it exists, then for new_group() on its members.
+    default = not dist.is_initialized()
+    global_rank = rank if default else dist.get_rank()
+    global_size = size if default else dist.get_world_size()
+    pg = _C.create_process_group(store, rank, size, timeout, global_rank, global_size)
     _groups.add(pg)
     return pg
 

@@ -9,6 +9,7 @@
 
 #include "bindings.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/c10d/backend_rendezvous.h"
 
 namespace py = pybind11;
 using lowcomm::torchdist::ProcessGroupLowcomm;
@@ -94,12 +95,16 @@ PYBIND11_MODULE(_C, m) {
 
   m.def(
       "create_process_group",
-      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
-        return NoGilIntrusivePtr<ProcessGroupLowcomm>(ProcessGroupLowcomm::create(store, rank, size, timeout));
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
+         int global_rank, int global_size) {
+        lowcomm::torchdist::GroupSpec g{lowcomm::torchdist::torchGroupName(store), rank, size, global_rank,
+                                        global_size, timeout};
+        return NoGilIntrusivePtr<ProcessGroupLowcomm>(lowcomm::torchdist::createAuthenticatedGroup(g));
       },
-      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-      py::call_guard<py::gil_scoped_release>(),
-      "torch.distributed's creator function for the 'lowcomm' backend (rendezvous through `store`).");
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("global_rank"),
+      py::arg("global_size"), py::call_guard<py::gil_scoped_release>(),
+      "torch.distributed's creator function for the 'lowcomm' backend: `store` only names the group; the "
+      "rendezvous goes through lowcomm's authenticated store (lowcomm/c10d/backend_rendezvous.h).");
 
   m.def(
       "traffic",

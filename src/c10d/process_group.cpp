@@ -9,28 +9,13 @@
 #include "lowcomm/c10d/store_adapter.h"
 #include "lowcomm/comm/tuned_table.h"
 
+#include "arg_checks.h"
+
 namespace lowcomm::torchdist {
 
 namespace {
 
 constexpr uint32_t kRootedTag = 0x4c430001;  // gather/scatter messages on the collectives' communicator
-
-std::string where(const char* op) { return std::string("lowcomm backend, ") + op + ": "; }
-
-void checkTensor(const at::Tensor& t, const char* op) {
-  if (!t.defined()) throw ConfigError(where(op) + "undefined tensor");
-  if (!t.device().is_cpu())
-    throw ConfigError(where(op) + "tensor on " + t.device().str() + "; the lowcomm backend takes CPU tensors");
-  if (t.is_sparse()) throw ConfigError(where(op) + "sparse tensors are not supported");
-}
-
-const at::Tensor& single(const std::vector<at::Tensor>& ts, const char* op) {
-  if (ts.size() != 1)
-    throw ConfigError(where(op) + "expected one tensor per call, got " + std::to_string(ts.size()) +
-                      " (multi-device lists are not supported)");
-  checkTensor(ts[0], op);
-  return ts[0];
-}
 
 comm::DType reduceDType(const at::Tensor& t, const char* op) {
   switch (t.scalar_type()) {
@@ -68,19 +53,6 @@ void copyBack(const at::Tensor& dst, const at::Tensor& src) {
   if (!dst.is_same(src)) dst.copy_(src);
 }
 
-void sameShape(const at::Tensor& a, const at::Tensor& b, const char* op, const char* what) {
-  if (a.scalar_type() != b.scalar_type() || a.numel() != b.numel())
-    throw ConfigError(where(op) + what + ": " + std::string(c10::toString(a.scalar_type())) + "[" +
-                      std::to_string(a.numel()) + "] vs " + std::string(c10::toString(b.scalar_type())) + "[" +
-                      std::to_string(b.numel()) + "]");
-}
-
-void checkRank(int64_t r, int size, const char* op, const char* what) {
-  if (r < 0 || r >= size)
-    throw ConfigError(where(op) + what + " " + std::to_string(r) + " is not a rank of this group of " +
-                      std::to_string(size));
-}
-
 bool envFlag(const char* name) {
   const char* v = std::getenv(name);
   if (!v || !*v) return false;
@@ -110,10 +82,14 @@ comm::CommOptions commOptionsFromEnv(std::chrono::milliseconds timeout) {
 c10::intrusive_ptr<ProcessGroupLowcomm> ProcessGroupLowcomm::create(const c10::intrusive_ptr<c10d::Store>& store,
                                                                     int rank, int size,
                                                                     std::chrono::milliseconds timeout) {
-  const comm::CommOptions opts = commOptionsFromEnv(timeout);
+  return create(std::make_shared<C10dStore>(store), rank, size, commOptionsFromEnv(timeout));
+}
+
+c10::intrusive_ptr<ProcessGroupLowcomm> ProcessGroupLowcomm::create(std::shared_ptr<net::Store> store, int rank,
+                                                                    int size, const comm::CommOptions& opts) {
   net::TransportOptions transport;
   transport.timeout = opts.timeout;
-  auto comm = comm::Communicator::create(std::make_shared<C10dStore>(store), rank, size, opts, transport);
+  auto comm = comm::Communicator::create(std::move(store), rank, size, opts, transport);
   auto p2p = comm->split(0, rank);
   return c10::make_intrusive<ProcessGroupLowcomm>(std::move(comm), std::move(p2p));
 }
@@ -233,6 +209,7 @@ ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::gather(std::vector<Tensors>& o
   if (rank_ == root) {
     if (outputs.size() != 1 || outputs[0].size() != static_cast<size_t>(size_))
       throw ConfigError(where("gather") + "the root needs one output list of " + std::to_string(size_) + " tensors");
+    checkTensors(outputs[0], "gather");
     for (const auto& o : outputs[0]) sameShape(o, in, "gather", "output and input differ");
     outs = outputs[0];
   } else if (!outputs.empty() && !outputs[0].empty()) {
@@ -259,6 +236,7 @@ ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::scatter(Tensors& outputs, std:
   if (rank_ == root) {
     if (inputs.size() != 1 || inputs[0].size() != static_cast<size_t>(size_))
       throw ConfigError(where("scatter") + "the root needs one input list of " + std::to_string(size_) + " tensors");
+    checkTensors(inputs[0], "scatter");
     for (const auto& i : inputs[0]) sameShape(i, out, "scatter", "input and output differ");
     ins = inputs[0];
   } else if (!inputs.empty() && !inputs[0].empty()) {
@@ -284,6 +262,7 @@ ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::reduce_scatter(Tensors& output
   const at::Tensor out = single(outputs, "reduce_scatter");
   if (inputs.size() != 1 || inputs[0].size() != static_cast<size_t>(size_))
     throw ConfigError(where("reduce_scatter") + "expected one input list of " + std::to_string(size_) + " tensors");
+  checkTensors(inputs[0], "reduce_scatter");
   for (const auto& i : inputs[0]) sameShape(i, out, "reduce_scatter", "input and output differ");
   const comm::DType dt = reduceDType(out, "reduce_scatter");
   const comm::ReduceOp op = reduceOp(opts.reduceOp, "reduce_scatter");
@@ -333,19 +312,9 @@ ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::alltoall_base(at::Tensor& outp
   checkTensor(input, "alltoall_base");
   if (output.scalar_type() != input.scalar_type())
     throw ConfigError(where("alltoall_base") + "input and output dtypes differ");
-  auto rows = [&](const at::Tensor& t, std::vector<int64_t> splits, const char* what) {
-    const int64_t n = t.dim() ? t.size(0) : 1;
-    if (splits.empty()) {
-      if (n % size_) throw ConfigError(where("alltoall_base") + what + " dim 0 does not divide by the world size");
-      splits.assign(size_, n / size_);
-    }
-    int64_t sum = 0;
-    for (auto v : splits) sum += v;
-    if (static_cast<int>(splits.size()) != size_ || sum != n)
-      throw ConfigError(where("alltoall_base") + what + " split sizes must be one per rank and add up to dim 0");
-    return splits;
-  };
-  const auto out_rows = rows(output, output_splits, "output"), in_rows = rows(input, input_splits, "input");
+  auto dim0 = [](const at::Tensor& t) { return t.dim() ? t.size(0) : int64_t{1}; };
+  const auto out_rows = checkSplits(output_splits, dim0(output), size_, "output_split_sizes");
+  const auto in_rows = checkSplits(input_splits, dim0(input), size_, "input_split_sizes");
   const at::Tensor out = output, in = input;
   return enqueue(c10d::OpType::ALLTOALL_BASE, {out}, [this, out, in, out_rows, in_rows] {
     at::Tensor src = staged(in), dst = staged(out);
@@ -398,6 +367,7 @@ ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::barrier(const c10d::BarrierOpt
 ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::send(Tensors& tensors, int dst, int tag) {
   const at::Tensor t = single(tensors, "send");
   checkRank(dst, size_, "send", "destination");
+  checkTag(tag, "send");
   at::Tensor buf = staged(t);
   auto req = p2p_->isend(buf.data_ptr(), nbytes(buf), dst, static_cast<uint32_t>(tag));
   return c10::make_intrusive<P2PWork>(rank_, c10d::OpType::SEND, std::move(req), Tensors{buf});
@@ -406,6 +376,7 @@ ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::send(Tensors& tensors, int dst
 ProcessGroupLowcomm::WorkPtr ProcessGroupLowcomm::recv(Tensors& tensors, int src, int tag) {
   const at::Tensor t = single(tensors, "recv");
   checkRank(src, size_, "recv", "source");
+  checkTag(tag, "recv");
   at::Tensor buf = staged(t);
   auto req = p2p_->irecv(buf.data_ptr(), nbytes(buf), src, static_cast<uint32_t>(tag));
   std::function<void()> after;

@@ -20,6 +20,8 @@ class HookCompressor {
   std::string name() const;
   // Queues the reduce of one DDP bucket (f32, contiguous; `segments` cover it in order) on the
   // group's worker thread; the Work's future yields the bucket holding the average over ranks.
+  // Checked first (ConfigError naming the bucket and segment): index >= 0, every segment within
+  // the bucket, its shape non-negative dimensions whose product is its size.
   c10::intrusive_ptr<c10d::Work> reduce(ProcessGroupLowcomm& pg, const at::Tensor& bucket, int index,
                                         std::vector<compress::Segment> segments);
   compress::StateMap save() const;

@@ -22,7 +22,7 @@
 // - Options from the environment (read when the group is created): LOWCOMM_DETERMINISTIC=1
 //   (rank-ordered sums, independent of algorithm and timing), LOWCOMM_ALLREDUCE_ALGO
 //   (auto|ring|hd|hier|rails|ordered|shm|tree), LOWCOMM_SHM (auto|on|off), LOWCOMM_JOB_TOKEN (pair
-//   authentication), LOWCOMM_DEBUG_CHECK=1 or TORCH_DISTRIBUTED_DEBUG=DETAIL (a fingerprint
+//   authentication; the Python backend requires it, see backend_rendezvous.h), LOWCOMM_DEBUG_CHECK=1 or TORCH_DISTRIBUTED_DEBUG=DETAIL (a fingerprint
 //   exchange before every collective turns calls that differ across ranks — op, size, dtype,
 //   root — into an error naming the ranks instead of a hang), LOCAL_WORLD_SIZE (ranks per node for the hierarchical and rails algorithms),
 //   GLOO_SOCKET_IFNAME (interface to bind).
@@ -43,8 +43,12 @@ comm::CommOptions commOptionsFromEnv(std::chrono::milliseconds timeout);
 class ProcessGroupLowcomm : public c10d::ProcessGroup {
  public:
   // Rendezvous through torch's store (the PrefixStore init_process_group/new_group hands a backend).
+  // (`lowcomm bench collectives` only; the Python backend goes through backend_rendezvous.h.)
   static c10::intrusive_ptr<ProcessGroupLowcomm> create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                         int size, std::chrono::milliseconds timeout);
+  // Rendezvous through lowcomm's `store` with options `opts` (auth_token: every pair proves it).
+  static c10::intrusive_ptr<ProcessGroupLowcomm> create(std::shared_ptr<net::Store> store, int rank, int size,
+                                                        const comm::CommOptions& opts);
   ProcessGroupLowcomm(std::shared_ptr<comm::Communicator> comm, std::shared_ptr<comm::Communicator> p2p);
   ~ProcessGroupLowcomm() override;
 
