@@ -430,9 +430,18 @@ class Supervisor {
     }
   }
 
-  // Only the first failure is reported: later exits are the consequence of stopping.
+  // Only the first failure is reported: later exits are the consequence of stopping. Except an
+  // error that recurs after a failure that may heal: a rank that saw its peer die can exit first
+  // (peer lost); the peer's own error is the cause, and decides whether to restart.
   void reportFailure(const Worker& w, const std::string& what, int status = -1, int signal = 0) {
-    if (stopping()) return;
+    if (stopping()) {
+      const bool recurs = status > kExitError && exitStatusName(status) && !exitStatusHeals(status);
+      if (!recurs || !report_ || !(report_->signal > 0 || exitStatusHeals(report_->exit_status))) return;
+      log_ << "lowcomm launch: rank " << w.rank << " (pid " << w.pid << ") " << what << ": the cause" << std::endl;
+      *report_ = LaunchReport{false, w.rank, what, status, signal};
+      result_ = w.exit_code;
+      return;
+    }
     const size_t others = runningCount();
     log_ << "lowcomm launch: rank " << w.rank << " (pid " << w.pid << ") " << what;
     if (others > 0) log_ << "; stopping the other " << plural(others, "worker");

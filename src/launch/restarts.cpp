@@ -46,7 +46,8 @@ int launchWithRestarts(const LaunchOptions& opts, int max_restarts, std::ostream
       return rc;
     }
     if (const std::string why = whyNotRestart(report); !why.empty()) {
-      log << "lowcomm launch: not restarting (" << max_restarts - attempt << " restarts left): " << because << ": "
+      const int left = max_restarts - attempt;
+      log << "lowcomm launch: not restarting (" << left << " restart" << (left == 1 ? "" : "s") << " left): " << because << ": "
           << why << "; only a killed worker, a lost peer or a timeout is restarted" << std::endl;
       return rc;
     }

@@ -94,6 +94,25 @@ TEST(Restarts, PeerLostAndTimeoutAreRestartedWithADoublingBackoff) {
   EXPECT_TRUE(contains(log.str(), "restart 2 of 3 in 2 s")) << log.str();
 }
 
+// A rank that sees its peer die may exit first (peer lost, which heals); the peer's own error,
+// observed while the launcher stops the job, is the cause and decides.
+TEST(Restarts, AnErrorThatRecursIsTheCauseEvenWhenItsPeerReportsFirst) {
+  RunsDir d;
+  std::ostringstream out, log;
+  LaunchOptions o = job(d, {}, out);
+  o.nproc = 2;
+  o.grace = std::chrono::seconds(3);
+  const std::string ready = d.runs() + ".ready";  // rank 1 ignores SIGTERM from here on
+  o.command = {"sh", "-c",
+               "if [ $RANK = 0 ]; then while [ ! -e '" + ready + "' ]; do sleep 0.01; done; echo run >> '" + d.runs() +
+                   "'; exit " + std::to_string(kExitPeerLost) + "; else trap '' TERM; touch '" + ready +
+                   "'; sleep 0.3; exit " + std::to_string(kExitCheckpoint) + "; fi"};
+  EXPECT_EQ(launchWithRestarts(o, 2, log), kExitCheckpoint) << log.str();
+  EXPECT_EQ(d.count(), 1) << log.str();
+  EXPECT_TRUE(contains(log.str(), "rank 1 exited with status 4 (corrupt checkpoint)")) << log.str();
+  EXPECT_TRUE(contains(log.str(), "not restarting")) << log.str();
+}
+
 TEST(Restarts, AnUnknownStatusIsNotRestarted) {
   RunsDir d;
   std::ostringstream out, log;

@@ -49,7 +49,8 @@ struct LaunchOptions {
   std::string wire_json;   // cluster only: write the run's wire bytes per node here (JSON)
 };
 
-// What ended a launch: the first failing rank and why, or an interrupt of the launcher.
+// What ended a launch: the first failing rank and why (or a later one whose error recurs when the
+// first may heal, e.g. a peer lost because of it), or an interrupt of the launcher.
 struct LaunchReport {
   bool interrupted = false;  // the launcher got SIGINT/SIGTERM/SIGHUP/SIGQUIT first
   int failed_rank = -1;      // the first worker that failed (-1: none)
