@@ -58,7 +58,8 @@ int cmdLaunch(int argc, char** argv) {
   app.add_option("--wire-json", opts.wire_json, "with --cluster: write the run's wire bytes per node here");
   int max_restarts = 0;
   app.add_option("--max-restarts", max_restarts,
-                 "after a worker fails, stop the others and start all again, up to N times "
+                 "after a worker is killed, loses a peer or times out, stop the others and start all again after "
+                 "1 s (doubling, at most 30 s), up to N times; other errors are not restarted "
                  "(LOWCOMM_RESTART_COUNT tells the workers; `lowcomm train` then resumes from its latest checkpoint)")
       ->check(CLI::Range(0, 1000000));
 

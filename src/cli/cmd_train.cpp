@@ -144,7 +144,8 @@ int cmdTrain(int argc, char** argv) {
   app.add_flag("--list-keys", list_keys, "print every configuration key and exit");
   addClusterOptions(app, cluster);
   app.add_option("--max-restarts", cluster.max_restarts,
-                 "with --nproc: after a worker fails, restart all workers from the latest checkpoint, up to N times")
+                 "with --nproc: after a worker is killed, loses a peer or times out, restart all workers from the "
+                 "latest checkpoint after a backoff, up to N times (a config, data or checkpoint error is not restarted)")
       ->check(CLI::Range(0, 1000000));
   if (!parseArgs(app, argc, argv)) return 0;
   if (list_keys) {

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/base/exit_status.h"
 
 namespace {
 void usage() {
@@ -24,7 +25,7 @@ void usage() {
 int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage();
-    return argc < 2 ? 2 : 0;
+    return argc < 2 ? lowcomm::kExitConfig : 0;
   }
   const std::string cmd = argv[1];
   try {
@@ -32,17 +33,14 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return lowcomm::cli::cmdBench(argc - 1, argv + 1);
     if (cmd == "train") return lowcomm::cli::cmdTrain(argc - 1, argv + 1);
     if (cmd == "simulate") return lowcomm::cli::cmdSimulate(argc - 1, argv + 1);
-  } catch (const lowcomm::ConfigError& e) {
-    std::cerr << "lowcomm " << cmd << ": error: " << e.what() << "\n";
-    return 2;
   } catch (const c10::Error& e) {  // LibTorch's message without its C++ backtrace
     std::cerr << "lowcomm " << cmd << ": error (LibTorch): " << e.what_without_backtrace() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
+    return lowcomm::kExitError;
+  } catch (const std::exception& e) {  // the status tells a launcher the error's class
     std::cerr << "lowcomm " << cmd << ": error: " << e.what() << "\n";
-    return 1;
+    return lowcomm::exitStatusFor(e);
   }
   std::cerr << "lowcomm: unknown command '" << cmd << "'\n";
   usage();
-  return 2;
+  return lowcomm::kExitConfig;
 }

@@ -13,11 +13,15 @@
 namespace lowcomm::data::detail {
 namespace {
 
-constexpr uint64_t kMaxPayload = uint64_t{1} << 32;  // larger claims are taken as corrupt headers
 constexpr size_t kChunk = size_t{4} << 20;
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw DataError(path + ": " + what);
+}
+
+[[noreturn]] void failOverCap(const std::string& path, const std::string& what) {
+  fail(path, what + " more than " + std::to_string(kMaxFileBytes >> 20) +
+                 " MiB, the cap on one data file (a gzip bomb, or a file to split)");
 }
 
 // Owns a gzFile; every read checks zlib's error state, including the Z_BUF_ERROR that gzread
@@ -106,7 +110,7 @@ IdxArray readIdxFile(const std::string& path, int ndims) {
     const uint32_t n = bigEndian32(head);
     if (n == 0) fail(path, "idx dimension " + std::to_string(d) + " is 0");
     total *= n;
-    if (total > kMaxPayload) fail(path, "idx header declares more than 4 GiB of data (corrupt header?)");
+    if (total > kMaxFileBytes) failOverCap(path, "the idx header declares");
     out.dims.push_back(static_cast<int64_t>(n));
   }
 
@@ -131,17 +135,23 @@ IdxArray readIdxFile(const std::string& path, int ndims) {
 }
 
 std::vector<uint8_t> readWholeFile(const std::string& path) {
-  GzReader in(path);
   std::vector<uint8_t> data;
+  appendWholeFile(path, data);
+  return data;
+}
+
+// Through a fixed chunk: `out` grows only by bytes within the cap.
+size_t appendWholeFile(const std::string& path, std::vector<uint8_t>& out) {
+  GzReader in(path);
+  std::vector<uint8_t> chunk(kChunk);
   size_t got = 0;
   for (;;) {
-    data.resize(got + kChunk);
-    const size_t r = in.read(data.data() + got, kChunk);
+    const size_t r = in.read(chunk.data(), kChunk);
+    if (got + r > kMaxFileBytes) failOverCap(path, "decompresses to");
+    out.insert(out.end(), chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(r));
     got += r;
-    if (r < kChunk) break;
+    if (r < kChunk) return got;
   }
-  data.resize(got);
-  return data;
 }
 
 }  // namespace lowcomm::data::detail

@@ -40,25 +40,23 @@ Dataset loadTextCorpus(const std::string& dir, const std::string& glob, bool tra
                     "the validation split)");
   // Every 10th file in sorted order is validation; with fewer than 10 files, the last one is.
   auto isValidation = [&](size_t i) { return files.size() < 10 ? i + 1 == files.size() : i % 10 == 9; };
-  std::vector<uint8_t> bytes;
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (isValidation(i) == train) continue;
-    const std::vector<uint8_t> b = detail::readWholeFile(dir + "/" + files[i]);
-    bytes.insert(bytes.end(), b.begin(), b.end());
-  }
+  std::vector<uint8_t> bytes;  // each file appended in place, capped (detail::kMaxFileBytes)
+  for (size_t i = 0; i < files.size(); ++i)
+    if (isValidation(i) != train) detail::appendWholeFile(dir + "/" + files[i], bytes);
   const int64_t n = (static_cast<int64_t>(bytes.size()) - 1) / seq_len;
   if (n < 1)
     throw DataError("data.dir: the " + std::string(train ? "training" : "validation") + " files of '" + dir +
                     "' (glob '" + glob + "') hold " + std::to_string(bytes.size()) + " bytes, fewer than one " +
                     "sequence of model.seq_len + 1 = " + std::to_string(seq_len + 1));
-  // Window i: inputs bytes[i T, (i+1) T), targets shifted by one.
-  const auto all = torch::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, torch::kUInt8).to(torch::kInt64);
+  // Window i: inputs bytes[i T, (i+1) T), targets shifted by one. Both are views of one int64
+  // copy of the bytes the windows use (8x the corpus; the bytes are freed on return).
+  const auto tokens = torch::from_blob(bytes.data(), {n * seq_len + 1}, torch::kUInt8).to(torch::kInt64);
   Dataset ds;
   ds.name = "text";
   ds.task = Task::language_model;
   ds.classes = 256;
-  ds.images = all.narrow(0, 0, n * seq_len).view({n, seq_len}).clone();
-  ds.labels = all.narrow(0, 1, n * seq_len).view({n, seq_len}).clone();
+  ds.images = tokens.narrow(0, 0, n * seq_len).view({n, seq_len});
+  ds.labels = tokens.narrow(0, 1, n * seq_len).view({n, seq_len});
   return ds;
 }
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/base/exit_status.h"
 #include "lowcomm/base/proc.h"
 #include "lowcomm/launch/cluster.h"
 #include "wire_report.h"
@@ -417,24 +418,35 @@ class Supervisor {
       drain(w);  // its output before the line that announces its end
       if (info.si_code == CLD_EXITED) {
         w.exit_code = info.si_status;
+        const char* error_class = exitStatusName(w.exit_code);
         if (w.exit_code != 0)
-          reportFailure(w, "exited with status " + std::to_string(w.exit_code));
+          reportFailure(w, "exited with status " + std::to_string(w.exit_code) +
+                               (error_class ? std::string(" (") + error_class + ")" : ""), w.exit_code, 0);
       } else {
         w.exit_code = 128 + info.si_status;
         reportFailure(w, "was killed by signal " + std::to_string(info.si_status) + " (" +
-                             signalName(info.si_status) + ")");
+                             signalName(info.si_status) + ")", -1, info.si_status);
       }
     }
   }
 
-  // Only the first failure is reported: later exits are the consequence of stopping.
-  void reportFailure(const Worker& w, const std::string& what) {
-    if (stopping()) return;
+  // Only the first failure is reported: later exits are the consequence of stopping. Except an
+  // error that recurs after a failure that may heal: a rank that saw its peer die can exit first
+  // (peer lost); the peer's own error is the cause, and decides whether to restart.
+  void reportFailure(const Worker& w, const std::string& what, int status = -1, int signal = 0) {
+    if (stopping()) {
+      const bool recurs = status > kExitError && exitStatusName(status) && !exitStatusHeals(status);
+      if (!recurs || !report_ || !(report_->signal > 0 || exitStatusHeals(report_->exit_status))) return;
+      log_ << "lowcomm launch: rank " << w.rank << " (pid " << w.pid << ") " << what << ": the cause" << std::endl;
+      *report_ = LaunchReport{false, w.rank, what, status, signal};
+      result_ = w.exit_code;
+      return;
+    }
     const size_t others = runningCount();
     log_ << "lowcomm launch: rank " << w.rank << " (pid " << w.pid << ") " << what;
     if (others > 0) log_ << "; stopping the other " << plural(others, "worker");
     log_ << std::endl;
-    if (report_) report_->failed_rank = w.rank, report_->cause = what;
+    if (report_) *report_ = LaunchReport{false, w.rank, what, status, signal};
     startStopping(w.exit_code);
   }
 

@@ -127,7 +127,7 @@ TEST(Launcher, FailFastStopsTheOtherWorkers) {
   const std::string l = log.str();
   EXPECT_EQ(lines(l).size(), 1u) << l;
   EXPECT_TRUE(contains(l, "lowcomm launch: rank 2 (pid ")) << l;
-  EXPECT_TRUE(contains(l, ") exited with status 3; stopping the other 3 workers")) << l;
+  EXPECT_TRUE(contains(l, ") exited with status 3 (data error); stopping the other 3 workers")) << l;
   EXPECT_TRUE(contains(out.str(), "[rank 2] failing")) << out.str();
   for (int r = 0; r < 4; ++r) {
     std::ifstream f(dir.path() / ("pid." + std::to_string(r)));
@@ -153,7 +153,7 @@ TEST(Launcher, WorkersIgnoringSigtermAreKilledAfterGrace) {
   EXPECT_GE(Clock::now() - start, o.grace);
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
   EXPECT_TRUE(contains(log.str(), "rank 1 (pid ")) << log.str();
-  EXPECT_TRUE(contains(log.str(), "exited with status 5; stopping the other 1 worker\n"))
+  EXPECT_TRUE(contains(log.str(), "exited with status 5 (I/O error); stopping the other 1 worker\n"))
       << log.str();
 }
 

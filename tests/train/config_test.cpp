@@ -169,6 +169,34 @@ TEST(Config, NumericKeysOutOfRangeNameTheKey) {
   EXPECT_EQ(errorOf("[optimizer]\nbeta1 = 0.0\nbeta2 = 0.95\n[schedule]\nmin_lr = 0.05\ngamma = 1.0\n"), "");
 }
 
+// Every integer key has a range that fits the narrowest type it is read into: model.dim =
+// 4294967424 (2^32 + 128) must not become a width-128 model, and no key wraps around.
+TEST(Config, IntegerKeysOutOfRangeNameTheKeyAndTheRange) {
+  const std::vector<std::string> keys = {
+      "model.vit_patch", "model.vit_depth", "model.layers", "model.dim", "model.heads", "model.seq_len",
+      "model.vocab", "data.batch_size", "data.test_batch_size", "data.train_limit", "data.test_limit",
+      "schedule.epochs", "schedule.max_steps", "schedule.warmup_steps", "schedule.step_size",
+      "strategy.accumulation", "strategy.zero", "parallel.tp", "parallel.pp", "parallel.micro_batches",
+      "parallel.virtual_stages", "ab.group_size", "ab.warmup_steps", "ab.steps_btw_syncing",
+      "ab.ddp_steps_after_sync", "ab.lr_rebound_steps", "local_sgd.period", "local_sgd.start_step",
+      "diloco.period", "gossip.period", "gossip.consensus_every", "ssp.staleness", "fault.slow_rank",
+      "compress.levels", "compress.block", "compress.min_numel", "compress.rank", "compress.start_step",
+      "compress.auto_trial_steps", "compress.auto_recheck_every", "comm.timeout_s", "logging.log_every",
+      "logging.eval_every", "checkpoint.every_steps", "checkpoint.keep_last"};
+  for (const auto& key : keys) {
+    for (const std::string value : {"4294967424", "-4294967296"}) {
+      const std::string e = errorOf("", {key + "=" + value});
+      EXPECT_NE(e.find("'" + key + "'"), std::string::npos) << key << "=" << value << " gave: " << e;
+      EXPECT_NE(e.find("must be in ["), std::string::npos) << key << "=" << value << " gave: " << e;
+      EXPECT_NE(e.find(value), std::string::npos) << key << "=" << value << " gave: " << e;
+    }
+  }
+  const std::string e = errorOf("[model]\ndim = 4294967424\n");
+  EXPECT_NE(e.find("'model.dim' must be in [1, "), std::string::npos) << e;
+  EXPECT_NE(e.find(".toml"), std::string::npos) << e;
+  EXPECT_EQ(loadConfig("", {"model.dim=256", "seed=4294967424"}).model.dim, 256);  // a seed is 64 bits
+}
+
 // The language model and the text data set come together; their keys are checked where they are
 // read, naming the key.
 TEST(Config, TextAndGptKeys) {

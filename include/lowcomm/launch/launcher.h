@@ -12,7 +12,8 @@
 // stderr lines are prefixed with "[rank N] " (`quiet_nonzero` drops the stdout of ranks != 0;
 // their stderr is always forwarded).
 // Fail fast: the first worker to exit non-zero or die from a signal makes the launcher print
-// one line naming the rank and its exit status or signal, stop the others (SIGTERM, then
+// one line naming the rank and its exit status (with its error class, lowcomm/base/exit_status.h)
+// or signal, stop the others (SIGTERM, then
 // SIGKILL after `grace`), and return non-zero. SIGINT/SIGTERM (and SIGHUP/SIGQUIT, as torchrun)
 // sent to the launcher are forwarded to every worker, which then get `grace` before SIGKILL.
 //
@@ -48,11 +49,14 @@ struct LaunchOptions {
   std::string wire_json;   // cluster only: write the run's wire bytes per node here (JSON)
 };
 
-// What ended a launch: the first failing rank and why, or an interrupt of the launcher.
+// What ended a launch: the first failing rank and why (or a later one whose error recurs when the
+// first may heal, e.g. a peer lost because of it), or an interrupt of the launcher.
 struct LaunchReport {
   bool interrupted = false;  // the launcher got SIGINT/SIGTERM/SIGHUP/SIGQUIT first
   int failed_rank = -1;      // the first worker that failed (-1: none)
-  std::string cause;         // e.g. "exited with status 3", "was killed by signal 9 (SIGKILL)"
+  std::string cause;         // e.g. "exited with status 3 (data error)", "was killed by signal 9 (SIGKILL)"
+  int exit_status = -1;      // its exit status (lowcomm/base/exit_status.h); -1 when killed or unknown
+  int signal = 0;            // the signal that killed it; 0 when it exited
 };
 
 // Runs the workers to completion. Returns 0 when all exited 0; otherwise the failing worker's
@@ -64,9 +68,12 @@ int launch(const LaunchOptions& opts, std::ostream& log, LaunchReport* report = 
 
 // torchrun-elastic style: after a worker fails, every worker has been stopped by launch(); start
 // all of them again (same world size, a fresh rendezvous port unless one is fixed), up to
-// `max_restarts` times, with LOWCOMM_RESTART_COUNT = the attempt (0 first). Each restart is
-// logged with its cause. An interrupt of the launcher is never restarted. Returns the last
-// attempt's status.
+// `max_restarts` times, with LOWCOMM_RESTART_COUNT = the attempt (0 first). Only a failure a
+// restart can heal is restarted: a worker killed by a signal, or one that exited with the status
+// of a lost peer or a timeout (exitStatusHeals); any other status (config error, data error,
+// corrupt checkpoint, an unknown error) ends the job with a line saying why it is not restarted.
+// Restarts wait 1 s, doubling up to 30 s; each is logged with its cause and wait. An interrupt of
+// the launcher is never restarted. Returns the last attempt's status.
 int launchWithRestarts(const LaunchOptions& opts, int max_restarts, std::ostream& log);
 
 // A fresh random job token (64 hex digits). launch() hands one to every worker of a launch as
