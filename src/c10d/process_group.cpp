@@ -89,6 +89,7 @@ c10::intrusive_ptr<ProcessGroupLowcomm> ProcessGroupLowcomm::create(std::shared_
                                                                     int size, const comm::CommOptions& opts) {
   net::TransportOptions transport;
   transport.timeout = opts.timeout;
+  if (const char* m = std::getenv("MASTER_ADDR"); m && *m) transport.route_to = m;  // as lowcomm train's workers
   auto comm = comm::Communicator::create(std::move(store), rank, size, opts, transport);
   auto p2p = comm->split(0, rank);
   return c10::make_intrusive<ProcessGroupLowcomm>(std::move(comm), std::move(p2p));

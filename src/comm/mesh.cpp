@@ -42,6 +42,10 @@ std::unique_ptr<Link> connectLink(const std::shared_ptr<net::Store>& store, cons
                                   const std::string& token, std::chrono::milliseconds timeout) {
   // A try lasts at most: the others' arrival, one broken pair's connect wait, the token handshake.
   const auto voteWait = timeout + std::min(timeout, net::kPairConnectTime) + std::min(timeout, kPairAuthTime);
+  // Arrival first, outside the tries: a rank that never comes is a TimeoutError naming it (as
+  // before), not a vote that never comes.
+  store->set(prefix + "/arrived/" + std::to_string(rank), net::toBytes("1"));
+  net::waitForRanks(*store, prefix, size, timeout);
   for (int attempt = 0;; ++attempt) {
     const std::string p = attempt == 0 ? prefix : prefix + "/try" + std::to_string(attempt);
     std::exception_ptr error;
