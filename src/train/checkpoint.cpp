@@ -199,6 +199,9 @@ TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, tor
       torch::Tensor t;
       if (!m.try_read(b.key(), t, /*is_buffer=*/true))
         throw DataError("checkpoint '" + path + "' has no buffer '" + b.key() + "'");
+      if (!t.sizes().equals(b.value().sizes()))  // copy_ would broadcast it silently
+        throw DataError("checkpoint '" + path + "': buffer '" + b.key() + "' has shape " + c10::str(t.sizes()) +
+                        ", the model has " + c10::str(b.value().sizes()));
       b.value().copy_(t);
     }
     torch::serialize::InputArchive o;
