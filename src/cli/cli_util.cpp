@@ -61,7 +61,7 @@ int relaunchAsWorkers(int nproc, const std::string& subcommand, int argc, char**
   lo.command = {selfPath()};
   for (const auto& word : CLI::detail::split(subcommand, ' ')) lo.command.push_back(word);
   for (int i = 1; i < argc; ++i) lo.command.push_back(argv[i]);
-  return launch::launchWithRestarts(lo, cluster.max_restarts, std::cerr);
+  return launch::launchWithRestarts(launch::withJobToken(lo), cluster.max_restarts, std::cerr);
 }
 
 }  // namespace lowcomm::cli

@@ -86,7 +86,7 @@ int cmdLaunch(int argc, char** argv) {
     opts.extra_env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
 
-  return launch::launchWithRestarts(opts, max_restarts, std::cerr);
+  return launch::launchWithRestarts(launch::withJobToken(opts), max_restarts, std::cerr);
 }
 
 }  // namespace lowcomm::cli

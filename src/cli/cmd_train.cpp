@@ -15,6 +15,7 @@
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/tuned_table.h"
 #include "lowcomm/net/env.h"
+#include "lowcomm/net/rdzv_store.h"
 #include "lowcomm/runtime/worker.h"
 #include "lowcomm/train/checkpoint.h"
 #include "lowcomm/train/trainer.h"
@@ -189,6 +190,7 @@ int cmdTrain(int argc, char** argv) {
   to.timeline_path = timeline;
   to.resume = resume;
   to.restart_count = restartCount();
+  if (const char* token = std::getenv("LOWCOMM_JOB_TOKEN"); token && *token) to.job_id = net::jobId(token);
   const auto s = train::runTraining(cfg, world, to);
   if (world->rank() == 0) printSummary(s);
   return 0;

@@ -529,8 +529,10 @@ class Supervisor {
   bool killed_ = false;
   LaunchReport* report_;
   // This launch's job token, unless our own environment brings one (a job across hosts: every
-  // host's launcher must hand out the same secret).
-  std::string token_ = std::getenv("LOWCOMM_JOB_TOKEN") ? std::string() : newJobToken();
+  // host's launcher must hand out the same secret) or the options do (withJobToken: one token
+  // for every restart of a job).
+  std::string token_ =
+      std::getenv("LOWCOMM_JOB_TOKEN") || opts_.extra_env.count("LOWCOMM_JOB_TOKEN") ? std::string() : newJobToken();
 };
 
 }  // namespace
@@ -548,6 +550,12 @@ std::string newJobToken() {
   std::string out;
   for (uint8_t b : bytes) out += {hex[b >> 4], hex[b & 15]};
   return out;
+}
+
+LaunchOptions withJobToken(LaunchOptions opts) {
+  if (!std::getenv("LOWCOMM_JOB_TOKEN") && !opts.extra_env.count("LOWCOMM_JOB_TOKEN"))
+    opts.extra_env["LOWCOMM_JOB_TOKEN"] = newJobToken();
+  return opts;
 }
 
 int launch(const LaunchOptions& opts, std::ostream& log, LaunchReport* report) {

@@ -96,6 +96,7 @@ void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::op
   ar.write("batch", scalar(state.position.batch));
   ar.write("elapsed_s", scalarD(state.elapsed_s));
   ar.write("config_hash", scalar(static_cast<int64_t>(state.config_hash)));
+  if (state.schedule_hash != 0) ar.write("schedule_hash", scalar(static_cast<int64_t>(state.schedule_hash)));
   ar.write("bytes_sent", scalar(state.bytes_sent));
   ar.write("bytes_recv", scalar(state.bytes_recv));
   if (!state.grid.empty()) ar.write("grid", torch::tensor(state.grid, torch::kInt64));
@@ -178,8 +179,9 @@ TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, tor
   s.config_hash = static_cast<uint64_t>(readInt("config_hash"));
   s.bytes_sent = readInt("bytes_sent");
   s.bytes_recv = readInt("bytes_recv");
-  torch::Tensor el, grid, bounds;
+  torch::Tensor el, grid, bounds, sched;
   if (ar.try_read("elapsed_s", el)) s.elapsed_s = el.item<double>();
+  if (ar.try_read("schedule_hash", sched) && sched.numel() == 1) s.schedule_hash = static_cast<uint64_t>(sched.item<int64_t>());
   if (ar.try_read("grid", grid)) s.grid = std::vector<int64_t>(grid.data_ptr<int64_t>(), grid.data_ptr<int64_t>() + grid.numel());
   if (ar.try_read("stage_bounds", bounds))
     s.stage_bounds = std::vector<int64_t>(bounds.data_ptr<int64_t>(), bounds.data_ptr<int64_t>() + bounds.numel());
@@ -199,6 +201,9 @@ TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, tor
       torch::Tensor t;
       if (!m.try_read(b.key(), t, /*is_buffer=*/true))
         throw DataError("checkpoint '" + path + "' has no buffer '" + b.key() + "'");
+      if (!t.sizes().equals(b.value().sizes()))  // copy_ would broadcast it silently
+        throw DataError("checkpoint '" + path + "': buffer '" + b.key() + "' has shape " + c10::str(t.sizes()) +
+                        ", the model has " + c10::str(b.value().sizes()));
       b.value().copy_(t);
     }
     torch::serialize::InputArchive o;
@@ -220,8 +225,18 @@ TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, tor
   return s;
 }
 
-void writeLatest(const std::string& dir, int64_t step) {
-  writeFileAtomically((fs::path(dir) / "latest").string(), std::to_string(step) + "\n");
+void writeLatest(const std::string& dir, int64_t step, const std::string& job) {
+  writeFileAtomically((fs::path(dir) / "latest").string(),
+                      std::to_string(step) + "\n" + (job.empty() ? "" : "job " + job + "\n"));
+}
+
+std::string readLatestJob(const std::string& dir) {
+  std::ifstream f(fs::path(dir) / "latest");
+  std::string line;
+  std::getline(f, line);  // the step
+  while (std::getline(f, line))
+    if (line.rfind("job ", 0) == 0) return line.substr(4);
+  return "";
 }
 
 int64_t readLatest(const std::string& dir) {

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <vector>
 
@@ -19,6 +21,8 @@ JsonlWriter::JsonlWriter(const std::string& path, bool append)
 void JsonlWriter::write(const nlohmann::json& record) {
   out_ << record.dump() << "\n";
   out_.flush();
+  if (!out_)  // a full disk is an error, not a silent gap in the metrics
+    throw IoError("cannot write metrics file '" + path_ + "': " + std::strerror(errno ? errno : EIO));
 }
 
 int64_t truncateMetricsAfterCheckpoint(const std::string& path, int64_t step) {
@@ -140,6 +144,8 @@ void writeTimeline(comm::Communicator& world, const Trace& trace, const std::str
   std::ofstream f(path);
   if (!f) throw ConfigError("cannot write timeline '" + path + "'");
   f << out.dump() << "\n";
+  f.close();
+  if (!f) throw IoError("cannot write timeline '" + path + "': " + std::strerror(errno ? errno : EIO));
 }
 
 }  // namespace lowcomm::train

@@ -1,7 +1,11 @@
 #include "resume_check.h"
 
+#include <cstdio>
+
+#include "all_ranks.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/train/checkpoint.h"
+#include "stage_cut.h"
 #include "strategies.h"
 
 namespace lowcomm::train {
@@ -38,6 +42,22 @@ uint64_t resumeHash(const TrainConfig& c, int world) {
   uint64_t h = 1469598103934665603ull;
   for (char ch : key) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
   return h >> 1;  // stored as int64
+}
+
+uint64_t resumeScheduleHash(const TrainConfig& c) {
+  char key[256];
+  std::snprintf(key, sizeof(key), "%.17g|%s|%.17g|%lld|%.17g|%.17g", c.optimizer.lr, c.schedule.name.c_str(),
+                c.schedule.warmup_steps, static_cast<long long>(c.schedule.step_size), c.schedule.gamma,
+                c.schedule.min_lr);
+  uint64_t h = 1469598103934665603ull;
+  for (const char* ch = key; *ch; ++ch) h = (h ^ static_cast<uint8_t>(*ch)) * 1099511628211ull;
+  return (h >> 1) | 1;  // stored as int64; 0 means "not recorded"
+}
+
+std::vector<int64_t> gridRecord(const parallel::Grid& g) {
+  std::vector<int64_t> r = {g.dp, g.tp, g.pp};
+  for (const auto& a : parallel::gridAxes(g.order)) r.push_back(a == "tp" ? 0 : a == "dp" ? 1 : 2);
+  return r;
 }
 
 int64_t weightsHash(torch::nn::Module& model) {
@@ -80,8 +100,8 @@ void checkResumedAlike(comm::Communicator& world, comm::Communicator* replicas, 
 }
 
 // A checkpoint holds each rank's shard of its grid: it only loads under the same grid.
-void checkResumedGrid(const std::string& rank0_file, const std::vector<int64_t>& now) {
-  const auto was = readCheckpointGrid(rank0_file);
+void checkResumedGrid(const std::string& file, const std::vector<int64_t>& now) {
+  const auto was = readCheckpointGrid(file);
   auto str = [](std::vector<int64_t> g) {
     if (g.size() == 3) g.insert(g.end(), {0, 1, 2});  // written before parallel.order: the default order
     g.resize(6, -1);
@@ -90,9 +110,24 @@ void checkResumedGrid(const std::string& rank0_file, const std::vector<int64_t>&
            axis(g[3]) + "-" + axis(g[4]) + "-" + axis(g[5]) + ")";
   };
   if (!was.empty() && str(was) != str(now))
-    throw ConfigError("--resume: '" + rank0_file + "' was written by a " + str(was) + " grid, this run is " + str(now) +
+    throw ConfigError("--resume: '" + file + "' was written by a " + str(was) + " grid, this run is " + str(now) +
                       "; a checkpoint is resharded only through model_state.pt (resume with the same parallel.tp, "
                       "parallel.pp, parallel.order and number of processes)");
+}
+
+TrainState loadResumed(comm::Communicator& world, const std::string& file, const std::vector<int64_t>& now,
+                       const std::vector<int>* bounds, const std::function<TrainState()>& load) {
+  TrainState state;
+  std::exception_ptr error;
+  try {
+    checkResumedGrid(file, now);
+    if (bounds) checkResumedCut(file, *bounds);
+    state = load();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  throwIfAnyRankFailed(world, error, "--resume");
+  return state;
 }
 
 }  // namespace lowcomm::train

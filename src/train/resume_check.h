@@ -5,10 +5,13 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "lowcomm/comm/communicator.h"
+#include "lowcomm/parallel/grid.h"
+#include "lowcomm/train/checkpoint.h"
 #include "lowcomm/train/config.h"
 
 namespace lowcomm::train {
@@ -16,6 +19,16 @@ namespace lowcomm::train {
 // Hash of the keys a resumed run must share with the run that wrote the checkpoint (model,
 // data, batch, seed, world size, codec, the strategy's structure).
 uint64_t resumeHash(const TrainConfig& c, int world);
+
+// Hash of optimizer.lr and the schedule's shape (schedule.name, warmup_steps, step_size, gamma,
+// min_lr): a resumed run continues the learning-rate curve of the run it resumes. Left out, on
+// purpose: schedule.max_steps and schedule.epochs — extending a finished run is what a resume
+// with a larger max_steps is for (a cosine curve then stretches over the new length). Kept apart
+// from resumeHash so that checkpoints written before it existed still resume. Never 0.
+uint64_t resumeScheduleHash(const TrainConfig& c);
+
+// What a checkpoint records of its grid: {dp, tp, pp} and the order's axes, fastest first (tp 0, dp 1, pp 2).
+std::vector<int64_t> gridRecord(const parallel::Grid& g);
 
 // FNV-1a over every parameter's bytes (non-negative).
 int64_t weightsHash(torch::nn::Module& model);
@@ -28,8 +41,15 @@ void checkResumedAlike(comm::Communicator& world, comm::Communicator* replicas, 
                        torch::nn::Module& model, const std::string& file);
 
 // A checkpoint holds each rank's shard of its grid: ConfigError naming both grids when the
-// checkpoint `rank0_file` was written under another {dp, tp, pp, order} than `now` (a checkpoint
+// checkpoint `file` was written under another {dp, tp, pp, order} than `now` (a checkpoint
 // that recorded none passes).
-void checkResumedGrid(const std::string& rank0_file, const std::vector<int64_t>& now);
+void checkResumedGrid(const std::string& file, const std::vector<int64_t>& now);
+
+// Collective over `world`: checks this rank's own checkpoint `file` (checkpoint directories may be
+// per host: no rank reads another's file) against the grid `now` (checkResumedGrid) and, for a
+// sharded model, the stage boundaries `*bounds` (checkResumedCut), then runs `load`. A failure on
+// any rank is an error on every rank (that rank's own error there, ConfigError naming it elsewhere).
+TrainState loadResumed(comm::Communicator& world, const std::string& file, const std::vector<int64_t>& now,
+                       const std::vector<int>* bounds, const std::function<TrainState()>& load);
 
 }  // namespace lowcomm::train

@@ -25,7 +25,9 @@
 #include "lowcomm/train/metrics.h"
 #include "lowcomm/train/optim.h"
 #include "lowcomm/train/same_job.h"
+#include "dir_lock.h"
 #include "resume_check.h"
+#include "resume_point.h"
 #include "stage_cut.h"
 #include "strategies.h"
 
@@ -54,13 +56,6 @@ std::string duration(double s) {
   if (s >= 3600) std::snprintf(buf, sizeof(buf), "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
   else std::snprintf(buf, sizeof(buf), "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(s) % 60);
   return buf;
-}
-
-// What a checkpoint records of its grid: {dp, tp, pp} and the order's axes, fastest first (tp 0, dp 1, pp 2).
-std::vector<int64_t> gridRecord(const parallel::Grid& g) {
-  std::vector<int64_t> r = {g.dp, g.tp, g.pp};
-  for (const auto& a : parallel::gridAxes(g.order)) r.push_back(a == "tp" ? 0 : a == "dp" ? 1 : 2);
-  return r;
 }
 
 // Sums over the steps of one logging window.
@@ -120,6 +115,8 @@ class TrainingRun {
   std::unique_ptr<parallel::Strategy> strategy_;
   Criterion criterion_;
 
+  std::unique_ptr<DirLocks> locks_;  // held for the whole run
+  int64_t resume_step_ = -1;         // the checkpoint this run continues from (-1: a fresh start)
   TrainState state_;
   bool resumed_ = false;
   std::unique_ptr<JsonlWriter> jsonl_;
@@ -185,9 +182,8 @@ void TrainingRun::build() {
     throw ConfigError("fault.slow_rank: " + std::to_string(cfg_.fault.slow_rank) + " is not a rank of this " +
                       std::to_string(n_) + "-rank run");
   checkSameJob(*world_, jobDescription(toToml(cfg_), train_.size(), test_.size(), n_));  // before anything is written
-  std::error_code ec;
-  fs::create_directories(out_dir_, ec);
-  if (ec) throw ConfigError("cannot create logging.out_dir '" + out_dir_.string() + "': " + ec.message());
+  locks_ = std::make_unique<DirLocks>(*world_, out_dir_, ckpt_dir_);  // creates them
+  resume_step_ = resumeStep(*world_, ckpt_dir_.string(), opts_);
   if (rank_ == 0) writeFileAtomically((out_dir_ / "config.toml").string(), toToml(cfg_));
   trace_.setEnabled(!opts_.timeline_path.empty());
   // Every collective of the run (also of its splits) on the timeline, for `simulate replay`.
@@ -234,7 +230,7 @@ void TrainingRun::buildModel() {
   auto full = nn::makeModel(modelSpec());
   full_parameters_ = nn::parameterCount(*full);
   if (grid_.tp > 1 || grid_.pp > 1) {
-    cut_ = cutStages(cfg_, *full, *world_, grid_.pp, ckpt_dir_.string(), opts_.resume || opts_.restart_count > 0);
+    cut_ = cutStages(cfg_, *full, *world_, grid_.pp, ckpt_dir_.string(), resume_step_ >= 0);
     shard_ = parallel::makeShardedModel(*full, grid_.tp_comm, grid_.pp > 1 ? grid_.pp_comm : nullptr, cut_.bounds,
                                         static_cast<int>(cfg_.parallel.virtual_stages));
     model_ = shard_;
@@ -248,30 +244,31 @@ void TrainingRun::buildModel() {
   criterion_ = Criterion{cfg_.optimizer.label_smoothing, shard_.get()};
 }
 
-// --resume or a restart by the launcher: the latest checkpoint, checked on every rank.
+// The checkpoint resumeStep() chose, checked on every rank against its own file (checkpoint
+// directories may be per host).
 void TrainingRun::resumeOrStart() {
   state_.config_hash = resumeHash(cfg_, n_);
-  int64_t resume_step = -1;  // a restart before the first checkpoint starts afresh
-  if (opts_.resume || opts_.restart_count > 0) {
-    resume_step = rank_ == 0 ? readLatest(ckpt_dir_.string()) : 0;
-    world_->broadcast(&resume_step, 1, comm::DType::i64, 0);
-    if (resume_step < 0 && opts_.resume)
-      throw ConfigError("--resume: no checkpoint in '" + ckpt_dir_.string() + "' (no 'latest' file)");
-  }
-  resumed_ = resume_step >= 0;
+  state_.schedule_hash = resumeScheduleHash(cfg_);
+  resumed_ = resume_step_ >= 0;
   if (!resumed_) {
     loader_->startEpoch(0);
     return;
   }
-  checkResumedGrid(checkpointFile(ckpt_dir_.string(), resume_step, 0), gridRecord(grid_));
-  if (shard_) checkResumedCut(checkpointFile(ckpt_dir_.string(), resume_step, 0), shard_->boundaries());
-  const std::string file = checkpointFile(ckpt_dir_.string(), resume_step, rank_);
-  const uint64_t want = state_.config_hash;
-  if (auto read = strategy_->stateReader()) loadStrategySection(file, read);
-  state_ = loadCheckpoint(file, *model_, *optimizer_, strategy_->hook());
-  if (state_.config_hash != want)
-    throw ConfigError("--resume: '" + file + "' was written with a different model, data, batch, seed, world size or compress codec");
-  checkResumedAlike(*world_, strategy_->replicas(), state_.step, resume_step, *model_, file);
+  const std::string file = checkpointFile(ckpt_dir_.string(), resume_step_, rank_);
+  const auto bounds = shard_ ? shard_->boundaries() : std::vector<int>{};
+  const TrainState want = state_;
+  state_ = loadResumed(*world_, file, gridRecord(grid_), shard_ ? &bounds : nullptr, [&] {
+    if (auto read = strategy_->stateReader()) loadStrategySection(file, read);
+    TrainState st = loadCheckpoint(file, *model_, *optimizer_, strategy_->hook());
+    if (st.config_hash != want.config_hash)
+      throw ConfigError("--resume: '" + file + "' was written with a different model, data, batch, seed, world size or compress codec");
+    if (st.schedule_hash != 0 && st.schedule_hash != want.schedule_hash)
+      throw ConfigError("--resume: '" + file + "' was written with another optimizer.lr or schedule (name, warmup_steps, "
+                        "step_size, gamma, min_lr); only schedule.max_steps and schedule.epochs may change on resume");
+    st.schedule_hash = want.schedule_hash;
+    return st;
+  });
+  checkResumedAlike(*world_, strategy_->replicas(), state_.step, resume_step_, *model_, file);
   loader_->seek(state_.position);
 }
 
@@ -303,8 +300,6 @@ nlohmann::json TrainingRun::withBytes(nlohmann::json j) const {
 }
 
 void TrainingRun::saveAt(int64_t step) {
-  std::error_code ec;
-  fs::create_directories(ckpt_dir_, ec);
   TrainState st = state_;
   st.step = step;
   st.position = loader_->position();
@@ -315,7 +310,7 @@ void TrainingRun::saveAt(int64_t step) {
   saveCheckpoint(checkpointFile(ckpt_dir_.string(), step, rank_), *model_, *optimizer_, st, strategy_->hook(),
                  strategy_->stateWriter());
   world_->barrier();  // every rank's file is complete before `latest` names it
-  if (rank_ == 0) writeLatest(ckpt_dir_.string(), step);
+  if (rank_ == 0) writeLatest(ckpt_dir_.string(), step, opts_.job_id);
   if (jsonl_) jsonl_->write({{"type", "checkpoint"}, {"step", step}, {"time_s", since(t_start_)}});
   if (cfg_.checkpoint.keep_last > 0) {
     world_->barrier();  // `latest` names the new checkpoint before any rank removes an old one

@@ -238,7 +238,7 @@ TEST(AbTrainer, ResumeRefusesACheckpointForeignToItsGroup) {
   test::TempDir d;
   const auto a = abRun(d.path / "a", "adamw");
   runOnThreads(4, a, {});
-  const auto foreign = abRun(d.path / "f", "adamw", {"optimizer.lr=0.02"});
+  const auto foreign = abRun(d.path / "f", "adamw", {"optimizer.weight_decay=0.5"});
   runOnThreads(4, foreign, {});
   const fs::path ck = d.path / "a/checkpoints";
   fs::copy_file(d.path / "f/checkpoints/step6.rank1.pt", ck / "step6.rank1.pt", fs::copy_options::overwrite_existing);

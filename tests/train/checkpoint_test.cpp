@@ -179,3 +179,27 @@ TEST(Checkpoint, PythonTorchLoadReadsTheStateDict) {
   EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("ok"), std::string::npos) << text;
 }
+
+// A buffer of another shape is an error naming the buffer and the file (copy_ would broadcast a
+// one-element buffer over the model's silently).
+TEST(Checkpoint, BufferOfAnotherShapeIsADataError) {
+  struct WithBuffer : torch::nn::Module {
+    explicit WithBuffer(int64_t n) {
+      register_parameter("w", torch::zeros({2}));
+      register_buffer("stat", torch::full({n}, 7.0));
+    }
+  };
+  Dir d;
+  WithBuffer one(1), three(3);
+  torch::optim::SGD opt_one(one.parameters(), 0.1), opt_three(three.parameters(), 0.1);
+  parallel::AllreduceHook hook;
+  const auto file = checkpointFile(d.path.string(), 1, 0);
+  saveCheckpoint(file, one, opt_one, TrainState{}, hook);
+  try {
+    loadCheckpoint(file, three, opt_three, hook);
+    FAIL() << "a buffer of shape [1] loaded into one of shape [3]";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("buffer 'stat' has shape [1], the model has [3]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+  }
+}

@@ -83,7 +83,7 @@ TEST(SameJob, TrainerRefusesRanksWithDifferentConfigs) {
 TEST(SameJob, ResumeRefusesAStaleOrForeignCheckpointOnOneRank) {
   test::TempDir d;
   const auto a = run(d.path / "a", {"schedule.max_steps=12", "checkpoint.every_steps=6"});
-  const auto b = run(d.path / "b", {"schedule.max_steps=12", "checkpoint.every_steps=6", "optimizer.lr=0.2"});
+  const auto b = run(d.path / "b", {"schedule.max_steps=12", "checkpoint.every_steps=6", "optimizer.weight_decay=0.5"});
   for (const auto& c : {a, b}) {
     const auto errors = onThreads(2, [&](int, auto w) { runTraining(c, w, {}); });
     ASSERT_EQ(errors[0] + errors[1], "");

@@ -217,3 +217,28 @@ TEST(Trainer, EvalEveryAddsEvaluationsWithoutChangingTraining) {
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i;
   EXPECT_THROW(loadConfig("", {"logging.eval_every=-1"}), ConfigError);
 }
+
+// A resume continues the learning-rate curve it resumes: another optimizer.lr or schedule is a
+// ConfigError naming them; a larger schedule.max_steps (extending the run) is not.
+TEST(Trainer, ResumeWithAnotherLrOrScheduleIsAConfigErrorButALongerRunIsNot) {
+  Dir d;
+  runTraining(smallRun(d.path / "x", 6), single(), {});
+  TrainOptions resume;
+  resume.resume = true;
+  for (const char* set : {"optimizer.lr=0.01", "schedule.name=constant", "schedule.warmup_steps=2"}) {
+    auto other = smallRun(d.path / "x", 12);
+    other = loadConfig("", {"data.dataset=synthetic", "model.name=mlp", "data.batch_size=32", "data.train_limit=1024",
+                            "data.test_limit=512", "schedule.epochs=100", "schedule.max_steps=12", "schedule.name=cosine",
+                            "optimizer.name=adamw", "optimizer.lr=0.002", "checkpoint.every_steps=6", "logging.log_every=2",
+                            "logging.progress=false", "strategy.accumulation=2",
+                            "logging.out_dir=" + (d.path / "x").string(), set});
+    try {
+      runTraining(other, single(), resume);
+      ADD_FAILURE() << set << ": resumed with another learning-rate curve";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("optimizer.lr or schedule"), std::string::npos) << set << ": " << e.what();
+    }
+  }
+  const auto s = runTraining(smallRun(d.path / "x", 12), single(), resume);
+  EXPECT_EQ(s["steps"], 12);
+}

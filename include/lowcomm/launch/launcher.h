@@ -81,6 +81,11 @@ int launchWithRestarts(const LaunchOptions& opts, int max_restarts, std::ostream
 // processes that prove it.
 std::string newJobToken();
 
+// `opts` with a job token of its own in extra_env (unless the environment or extra_env has one):
+// every launch() with it, e.g. each restart of launchWithRestarts, is the same job (workers derive
+// the job id their checkpoints record from the token).
+LaunchOptions withJobToken(LaunchOptions opts);
+
 // A TCP port that was free on `addr` a moment ago.
 int findFreePort(const std::string& addr);
 

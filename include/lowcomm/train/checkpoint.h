@@ -25,6 +25,9 @@ struct TrainState {
   int64_t bytes_sent = 0;  // this rank's traffic before this checkpoint (metrics stay cumulative)
   int64_t bytes_recv = 0;
   uint64_t config_hash = 0;  // of the keys that must not change across a resume
+  // Of optimizer.lr and the schedule's shape (resumeScheduleHash); 0: not recorded (a checkpoint
+  // written before it was), which any run may resume.
+  uint64_t schedule_hash = 0;
   std::vector<int64_t> grid;  // {dp, tp, pp, order: axes fastest first, tp 0 dp 1 pp 2} of the run that wrote it; empty: not recorded
   std::vector<int64_t> stage_bounds;  // a sharded model's unit boundaries (ShardedModel::boundaries); empty: none
 };
@@ -50,8 +53,11 @@ std::vector<int64_t> readCheckpointGrid(const std::string& path);
 std::vector<int64_t> readCheckpointStageBounds(const std::string& path);
 
 // `latest` pointer: written by rank 0 once all ranks saved (atomically), read by everyone.
-void writeLatest(const std::string& dir, int64_t step);
+// `job` (when not empty) records the id of the job that wrote it ("<step>\njob <id>\n"): a restart
+// resumes only its own job's checkpoint.
+void writeLatest(const std::string& dir, int64_t step, const std::string& job = "");
 int64_t readLatest(const std::string& dir);  // -1 when there is none
+std::string readLatestJob(const std::string& dir);  // "" when there is none or it recorded none
 // A fresh run (no --resume) removes `latest` before training, so that a --resume after it dies
 // before its first checkpoint cannot continue an older run's checkpoint instead.
 void removeLatest(const std::string& dir);

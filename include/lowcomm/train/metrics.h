@@ -13,7 +13,8 @@
 
 namespace lowcomm::train {
 
-// JSONL stream (one object per line, flushed per line so a crash keeps what was written).
+// JSONL stream (one object per line, flushed per line so a crash keeps what was written). A
+// record that cannot be written (disk full, I/O error) is an IoError naming the file.
 class JsonlWriter {
  public:
   explicit JsonlWriter(const std::string& path, bool append);
@@ -46,6 +47,7 @@ class Progress {
 
 // Collective: gathers every rank's events and rank 0 writes `path` as a Chrome trace
 // (pid = rank, tid = lane). Times are aligned on the monotonic clock shared by the processes.
+// A file that cannot be written whole is an IoError naming it.
 void writeTimeline(comm::Communicator& world, const Trace& trace, const std::string& path);
 
 // nlohmann::json of a traffic snapshot's phases: {phase: {"sent": b, "recv": b}}.

@@ -3,7 +3,8 @@
 //
 // Collective over `world`. Rank 0 writes the outputs under logging.out_dir: config.toml (the
 // resolved configuration), metrics.jsonl, summary.json, model_state.pt (torch.load-able
-// weights) and checkpoints/.
+// weights) and checkpoints/. One job at a time: a run whose directories another live job holds
+// fails at start with ConfigError naming that job's pid and host (src/train/dir_lock.h).
 #pragma once
 
 #include <memory>
@@ -25,6 +26,11 @@ struct TrainOptions {
   // summary's `restarts` is this count; each resume adds a {"type": "resume", "from_step",
   // "steps_lost"} record to metrics.jsonl, and the summary lists them under `resumes`.
   int restart_count = 0;
+  // The id of this job (net::jobId of LOWCOMM_JOB_TOKEN, the same for every restart of one
+  // launch; "" when there is none). `latest` records it, and a restart resumes only a checkpoint
+  // its own job wrote: one whose first attempt died before its first checkpoint starts afresh
+  // instead of continuing an earlier job's run in the same directory. --resume ignores it.
+  std::string job_id;
 };
 
 // Returns the summary (on every rank): {strategy, world, steps, epochs, wall_s, test_accuracy,
