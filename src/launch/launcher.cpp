@@ -432,7 +432,9 @@ class Supervisor {
 
   // Only the first failure is reported: later exits are the consequence of stopping. Except an
   // error that recurs after a failure that may heal: a rank that saw its peer die can exit first
-  // (peer lost); the peer's own error is the cause, and decides whether to restart.
+  // (peer lost); the peer's own error is the cause, and decides whether to restart. Status 1 (no
+  // class) is not taken as a cause here: a rank whose peer vanished under it may exit with it too
+  // (a LibTorch error), so it cannot tell a recurring error from a consequence of the first.
   void reportFailure(const Worker& w, const std::string& what, int status = -1, int signal = 0) {
     if (stopping()) {
       const bool recurs = status > kExitError && exitStatusName(status) && !exitStatusHeals(status);
@@ -558,13 +560,26 @@ LaunchOptions withJobToken(LaunchOptions opts) {
   return opts;
 }
 
+// The Python backend's authenticated store listens on LOWCOMM_RDZV_PORT (torch's own store holds
+// MASTER_PORT): a free one of its own, unless the user chose it.
+static LaunchOptions withRdzvPort(const LaunchOptions& opts, const std::string& addr, int master_port) {
+  LaunchOptions o = opts;
+  if (std::getenv("LOWCOMM_RDZV_PORT") || o.extra_env.count("LOWCOMM_RDZV_PORT")) return o;
+  int port = findFreePort(addr);
+  for (int i = 0; i < 16 && port == master_port; ++i) port = findFreePort(addr);
+  o.extra_env["LOWCOMM_RDZV_PORT"] = std::to_string(port);
+  return o;
+}
+
 int launch(const LaunchOptions& opts, std::ostream& log, LaunchReport* report) {
   if (report) *report = LaunchReport{};
   validate(opts);
   if (opts.cluster.empty()) {
     if (!opts.wire_json.empty()) throw ConfigError("wire bytes (--wire-json) are measured only with --cluster");
     const int port = opts.master_port != 0 ? opts.master_port : findFreePort(opts.master_addr);
-    Supervisor supervisor(opts, opts.master_addr, port, nullptr, placeRanks(opts.nproc, 1, opts.nproc), log, report);
+    const LaunchOptions with_rdzv = withRdzvPort(opts, opts.master_addr, port);  // the Supervisor keeps a reference
+    Supervisor supervisor(with_rdzv, opts.master_addr, port, nullptr, placeRanks(opts.nproc, 1, opts.nproc), log,
+                          report);
     return supervisor.run();
   }
   const Cluster cluster = loadCluster(opts.cluster);
@@ -573,13 +588,15 @@ int launch(const LaunchOptions& opts, std::ostream& log, LaunchReport* report) {
   const std::string& master = cluster.nodes[0].address;
   int port = opts.master_port;
   if (port == 0) runInNetns(cluster.nodes[0].netns, [&] { port = findFreePort(master); });
+  LaunchOptions with_rdzv;
+  runInNetns(cluster.nodes[0].netns, [&] { with_rdzv = withRdzvPort(opts, master, port); });
   const int used_nodes = placement.back().node + 1;
   std::vector<LinkCounters> before(used_nodes);
   for (int i = 0; i < used_nodes; ++i) before[i] = readCounters(cluster.nodes[i].netns, cluster.iface);
   const auto t0 = Clock::now();
   int rc;
   {
-    Supervisor supervisor(opts, master, port, &cluster, placement, log, report);
+    Supervisor supervisor(with_rdzv, master, port, &cluster, placement, log, report);
     rc = supervisor.run();
   }
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,6 +45,10 @@ bool sendNow(int fd, const uint8_t* p, size_t n) {
 RdzvServer::RdzvServer(const std::string& host, int port, std::string token, RdzvLimits limits)
     : token_(std::move(token)), limits_(limits) {
   if (token_.empty()) throw ConfigError("rendezvous: the job token is empty");
+  // Strangers may hold at most a quarter of the process's fds: the rest stay for pairs and files.
+  rlimit fds{};
+  if (::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY)
+    limits_.max_pending = std::min<size_t>(limits_.max_pending, std::max<size_t>(16, fds.rlim_cur / 4));
   socklen_t len = 0;
   sockaddr_storage addr = resolve(host, port, len);
   listen_fd_ = ::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -68,7 +73,10 @@ RdzvServer::RdzvServer(const std::string& host, int port, std::string token, Rdz
 }
 
 RdzvServer::~RdzvServer() {
-  stop_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // a get() waiting on cv_ sees stop_ with its mutex
+    stop_ = true;
+  }
   cv_.notify_all();
   if (acceptor_.joinable()) acceptor_.join();
   {

@@ -129,9 +129,12 @@ std::vector<uint8_t> RdzvClient::call(const std::vector<uint8_t>& request, std::
   std::lock_guard<std::mutex> lock(mu_);
   const auto deadline = Clock::now() + reply_within;
   std::vector<uint8_t> reply;
-  if (fd_ < 0 || !writeFrame(fd_, request, deadline) || readFrame(fd_, reply, deadline) != Io::ok || reply.empty())
+  if (fd_ < 0 || !writeFrame(fd_, request, deadline) || readFrame(fd_, reply, deadline) != Io::ok || reply.empty()) {
+    if (fd_ >= 0) ::close(fd_);  // a reply may still be under way: no later call may read it as its own
+    fd_ = -1;
     throw PeerError(0, "rendezvous store at " + where_ + " (hosted by rank 0) stopped answering during " + what +
                            "; did rank 0 exit?");
+  }
   return reply;
 }
 

@@ -1,6 +1,7 @@
 #include "lowcomm/runtime/worker.h"
 
 #include <ATen/Parallel.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -11,6 +12,18 @@
 #include "lowcomm/base/error.h"
 
 namespace lowcomm::runtime {
+
+namespace {
+// The soft fd limit up to the hard one (often 1024 of 1048576): a rank of a large job holds two
+// sockets per peer, and rank 0 the rendezvous store's clients too.
+void raiseFdLimit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
+}  // namespace
 
 int pinTorchThreads(int local_world) {
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -46,6 +59,7 @@ Worker initWorker(const WorkerOptions& opts) {
   if (const char* on_host = std::getenv("LOWCOMM_PROCS_ON_HOST"); on_host && std::atoi(on_host) > 0)
     sharing = std::atoi(on_host);
   if (opts.pin_threads) pinTorchThreads(sharing);
+  raiseFdLimit();  // pairs, shared memory, files and (rank 0) the rendezvous store's clients
   Worker w;
   w.env = *env;
   w.watch = std::make_shared<LauncherWatch>(launcherPidFromEnv(), "rank " + std::to_string(env->rank));

@@ -197,6 +197,31 @@ TEST(Launcher, FreePortIsChosenWhenNoneGiven) {
   EXPECT_EQ(ports[0], ports[1]);
 }
 
+// The Python backend's store needs a port of its own beside MASTER_PORT (torch's store holds that
+// one): the launcher hands every rank the same free one, unless the user set LOWCOMM_RDZV_PORT.
+TEST(Launcher, PythonBackendGetsARendezvousPortOfItsOwn) {
+  std::ostringstream out, err, log;
+  auto o = shellJob(2, "echo $MASTER_PORT ${LOWCOMM_RDZV_PORT:-0}", out, err);
+  ASSERT_EQ(launch(o, log), 0) << log.str();
+  const auto l = lines(out.str());
+  ASSERT_EQ(l.size(), 2u) << out.str();
+  int master[2] = {0, 0}, rdzv[2] = {0, 0};
+  for (const auto& line : l) {
+    int rank = -1, m = -1, r = -1;
+    ASSERT_EQ(std::sscanf(line.c_str(), "[rank %d] %d %d", &rank, &m, &r), 3) << line;
+    master[rank] = m;
+    rdzv[rank] = r;
+  }
+  EXPECT_GT(rdzv[0], 0) << "no LOWCOMM_RDZV_PORT";
+  EXPECT_NE(rdzv[0], master[0]);
+  EXPECT_EQ(rdzv[0], rdzv[1]);
+  std::ostringstream out2, err2;
+  auto mine = shellJob(1, "echo ${LOWCOMM_RDZV_PORT:-0}", out2, err2);
+  mine.extra_env["LOWCOMM_RDZV_PORT"] = "4242";
+  ASSERT_EQ(launch(mine, log), 0) << log.str();
+  EXPECT_TRUE(contains(out2.str(), "[rank 0] 4242")) << out2.str();
+}
+
 // quiet_nonzero hides the other ranks' standard output, never their errors: a failing rank 2
 // shows rank 2's message.
 TEST(Launcher, QuietNonzeroHidesOtherRanksOutputButNotTheirErrors) {

@@ -38,7 +38,8 @@ constexpr size_t kMaxValue = 64u << 20;
 struct RdzvLimits {
   // A connection must complete the handshake within this, or it is closed.
   std::chrono::milliseconds handshake{10000};
-  // Unauthenticated connections held at once. A new one beyond this closes the oldest: a member
+  // Unauthenticated connections held at once (at most a quarter of RLIMIT_NOFILE's soft limit).
+  // A new one beyond this closes the oldest: a member
   // answers in one round trip, so a flood delays it (its client retries) but cannot lock it out.
   size_t max_pending = 512;
   // After accept() fails for want of fds (EMFILE/ENFILE) with nothing left to drop, the listening
