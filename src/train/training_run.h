@@ -1,0 +1,121 @@
+// One training run on this rank (private to lowcomm_train): the loop around a parallel::Strategy.
+// The strategy decides everything that depends on how ranks cooperate; this class owns the data,
+// the schedule, the metrics and the checkpoint files. Its members are defined by job:
+//   run_setup.cpp        data, model, grid, optimizer and strategy (the constructor)
+//   run_checkpoints.cpp  resuming from a checkpoint, writing checkpoints and model_state.pt
+//   trainer.cpp          the loop: steps, evaluations, the end of the run
+//   run_metrics.cpp      metrics.jsonl and the progress line
+//   run_summary.cpp      the summary (collective)
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dir_lock.h"
+#include "evaluate.h"
+#include "stage_cut.h"
+#include "lowcomm/base/trace.h"
+#include "lowcomm/comm/communicator.h"
+#include "lowcomm/compress/compressor.h"
+#include "lowcomm/data/dataset.h"
+#include "lowcomm/data/loader.h"
+#include "lowcomm/nn/models.h"
+#include "lowcomm/parallel/grid.h"
+#include "lowcomm/parallel/pipeline.h"
+#include "lowcomm/parallel/sharded_model.h"
+#include "lowcomm/parallel/strategy.h"
+#include "lowcomm/train/checkpoint.h"
+#include "lowcomm/train/config.h"
+#include "lowcomm/train/metrics.h"
+#include "lowcomm/train/optim.h"
+#include "lowcomm/train/trainer.h"
+
+namespace lowcomm::train {
+
+class TrainingRun {
+ public:
+  // Builds everything, then resumes (or starts) and opens the metrics: collective over `world`.
+  TrainingRun(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> world, const TrainOptions& opts);
+  ~TrainingRun() {
+    if (world_) world_->setTrace(nullptr);  // the world outlives the run and its trace
+  }
+  // Trains to the end, evaluates, saves the final checkpoint and model_state.pt, and returns the
+  // summary (collective).
+  nlohmann::json run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+  // Sums over the steps of one logging window.
+  struct Window {
+    double loss = 0, compute = 0, time = 0;
+    int64_t steps = 0;
+    std::map<std::string, int64_t> phases;  // phase label -> steps
+  };
+
+  void build();
+  void buildModel();
+  nn::ModelSpec modelSpec() const;
+  bool lm() const { return train_.task == data::Task::language_model; }
+  void resumeOrStart();
+  void openMetrics();
+  void trainStep();
+  void logStep(const std::string& phase);
+  void evalNow(int64_t epoch, bool final = false);
+  void saveAt(int64_t step);
+  nlohmann::json summary(double wall);
+  std::pair<int64_t, int64_t> bytes() const;
+  nlohmann::json withBytes(nlohmann::json j) const;
+  nlohmann::json parallelJson() const;
+  nlohmann::json pipelineJson() const;
+  void saveFullModel();
+
+  const TrainConfig& cfg_;
+  std::shared_ptr<comm::Communicator> world_;
+  const TrainOptions& opts_;
+  const int rank_, n_;
+  const std::filesystem::path out_dir_, ckpt_dir_;
+  data::Dataset train_, test_;
+  parallel::Grid grid_;  // the strategy runs on grid_.dp_comm
+  std::shared_ptr<nn::Model> model_;
+  std::shared_ptr<parallel::ShardedModel> shard_;  // model_ when parallel.tp or parallel.pp > 1
+  std::unique_ptr<parallel::Pipeline> pipeline_;   // parallel.pp > 1
+  int64_t full_parameters_ = 0;  // of the whole model (a tensor-parallel rank holds a part)
+  StageCut cut_;                 // parallel.pp > 1: where the stages are cut, and why
+  Trace trace_;
+  std::vector<std::shared_ptr<compress::Compressor>> compressors_;
+  std::unique_ptr<data::BatchLoader> loader_;
+  int64_t accum_ = 1, per_epoch_ = 1, total_ = 0;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<parallel::Strategy> strategy_;
+  Criterion criterion_;
+
+  std::unique_ptr<DirLocks> locks_;  // held for the whole run
+  int64_t resume_step_ = -1;         // the checkpoint this run continues from (-1: a fresh start)
+  TrainState state_;
+  bool resumed_ = false;
+  std::unique_ptr<JsonlWriter> jsonl_;
+  Progress progress_;
+  Clock::time_point t_start_;
+  int64_t sent_before_ = 0, recv_before_ = 0;
+  Eval last_eval_;
+  int64_t last_eval_step_ = -1, step_ = 0;
+  Window win_;
+  double total_compute_ = 0, last_lr_ = 0;
+  int64_t peak_activation_bytes_ = 0;  // the largest heap growth over a forward (no pipeline)
+  nlohmann::json memory_;
+};
+
+}  // namespace lowcomm::train
