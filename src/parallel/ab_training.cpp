@@ -1,26 +1,15 @@
+// AbTraining's construction, option checks and phase machine (warmup -> ab -> sync -> full rank).
+// The rest of the class: ab_factors.cpp (factor sharing), ab_sizes.cpp (size accounting),
+// ab_checkpoint.cpp (its checkpoint section).
 #include "lowcomm/parallel/ab_training.h"
 
-#include <sstream>
+#include <string>
+#include <vector>
 
-#include <algorithm>
-
+#include "phase_scope.h"
 #include "lowcomm/base/error.h"
 
 namespace lowcomm::parallel {
-namespace {
-
-// Restores a communicator's traffic label when a scope ends.
-class PhaseScope {
- public:
-  PhaseScope(comm::Communicator& c, const std::string& phase) : c_(c), saved_(c.phase()) { c_.setPhase(phase); }
-  ~PhaseScope() { c_.setPhase(saved_); }
-
- private:
-  comm::Communicator& c_;
-  std::string saved_;
-};
-
-}  // namespace
 
 void validateAbOptions(const AbOptions& o) {
   if (o.group_size == 0 || (o.group_size < 0 && o.group_size != kGroupHalves && o.group_size != kGroupNode &&
@@ -150,49 +139,6 @@ double AbTraining::lr(int64_t step, double scheduled) const {
   return opts_.rebound_lr + (scheduled - opts_.rebound_lr) * t;
 }
 
-// Each stage's rows as "name rows cols rank" lines, concatenated in stage order.
-void AbTraining::gatherLayers() {
-  std::string mine;
-  const auto& layers = lowrank_.layers();
-  for (size_t i = 0; i < layers.size(); ++i)
-    mine += layers[i].name + " " + std::to_string(layers[i].rows) + " " + std::to_string(layers[i].cols) + " " +
-            std::to_string(i < last_ranks_.size() ? last_ranks_[i] : 0) + "\n";
-  std::string all = mine;
-  if (const auto& stages = parts_.stages; stages && stages->size() > 1) {
-    std::vector<int64_t> sizes(stages->size());
-    int64_t n = static_cast<int64_t>(mine.size());
-    stages->allgather(&n, sizes.data(), 1, comm::DType::i64);
-    std::vector<size_t> counts(sizes.begin(), sizes.end());
-    size_t total = 0;
-    for (auto c : counts) total += c;
-    all.assign(total, '\0');
-    stages->allgatherv(mine.data(), mine.size(), all.data(), counts, comm::DType::u8);
-  }
-  model_layers_.clear();
-  std::istringstream in(all);
-  AbLayerRow row;
-  while (in >> row.name >> row.rows >> row.cols >> row.rank) model_layers_.push_back(row);
-}
-
-// Whole-model counts: a replicated parameter counts 1/T on each of the T tensor-parallel ranks,
-// a layer's full-rank extra (whole-layer shape) 1/T too; then summed over tensor ranks and stages.
-void AbTraining::measureSizes() {
-  const double t = parts_.tensor ? parts_.tensor->size() : 1;
-  auto share = [&](const std::string& name) { return t > 1 && parts_.split && !parts_.split(name) ? 1.0 / t : 1.0; };
-  double n[3] = {0, 0, 0};  // parameters now, what full rank would add, the factorisable layers' biases
-  for (const auto& p : lowrank_.model().named_parameters()) n[0] += static_cast<double>(p.value().numel()) * share(p.key());
-  const auto& layers = lowrank_.layers();
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const auto& l = layers[i];
-    if (l.rank > 0) n[1] += static_cast<double>(l.rows * l.cols - l.rank * (l.rows + l.cols)) / t;
-    n[2] += static_cast<double>(lowrank_.biasNumel(i)) * share(l.name + ".bias");
-  }
-  for (auto* c : {parts_.tensor.get(), parts_.stages.get()})
-    if (c && c->size() > 1) c->allreduce(n, 3, comm::DType::f64, comm::ReduceOp::sum);
-  compression_ = n[0] / (n[0] + n[1]);
-  reference_ = n[0] / (n[0] + n[1] - n[2]);
-}
-
 std::vector<AbEvent> AbTraining::takeEvents() {
   std::vector<AbEvent> out;
   out.swap(events_);
@@ -308,121 +254,6 @@ void AbTraining::sync(int64_t step, const char* kind) {
   last_switch_ = step;
   measureSizes();
   events_.push_back(AbEvent{step, kind, {}, compression_, last_reference_, group_weights, group_of, group_lr});
-}
-
-// svd_split: layer i's factors come from rank i % world, in one broadcast per layer (A then B).
-void AbTraining::shareFactors() {
-  PhaseScope ps(*world_, "svd");
-  torch::NoGradGuard no_grad;
-  const int n = world_->size();
-  for (size_t i = 0; i < lowrank_.layers().size(); ++i) {
-    auto a = lowrank_.factorA(i).detach(), b = lowrank_.factorB(i).detach();
-    auto buf = torch::cat({a.reshape({-1}), b.reshape({-1})});
-    world_->broadcast(buf.data_ptr<float>(), buf.numel(), comm::DType::f32, static_cast<int>(i % n));
-    a.copy_(buf.narrow(0, 0, a.numel()).view(a.sizes()));
-    b.copy_(buf.narrow(0, a.numel(), b.numel()).view(b.sizes()));
-  }
-  lowrank_.refreshWeights();
-}
-
-// Every rank computed its SVD from the same weights; LAPACK is deterministic for equal inputs
-// and thread counts, but a cheap checksum guards against a rank that differs (different BLAS
-// threading): if any layer's factors disagree, rank 0's factors are broadcast.
-void AbTraining::checkFactorsAgree() {
-  PhaseScope ps(*world_, "svd");
-  const size_t n = lowrank_.layers().size();
-  std::vector<double> lo(2 * n), hi;
-  for (size_t i = 0; i < n; ++i) {
-    lo[2 * i] = lowrank_.factorA(i).detach().sum().item<double>();
-    lo[2 * i + 1] = lowrank_.factorB(i).detach().sum().item<double>();
-  }
-  hi = lo;
-  world_->allreduce(lo.data(), lo.size(), comm::DType::f64, comm::ReduceOp::min);
-  world_->allreduce(hi.data(), hi.size(), comm::DType::f64, comm::ReduceOp::max);
-  if (lo == hi) return;
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < n; ++i)
-    for (auto t : {lowrank_.factorA(i).detach(), lowrank_.factorB(i).detach()})
-      world_->broadcast(t.data_ptr<float>(), t.numel(), comm::DType::f32, 0);
-}
-
-void AbTraining::saveState(torch::serialize::OutputArchive& ar) const {
-  std::vector<int64_t> ranks;
-  for (const auto& l : lowrank_.layers()) ranks.push_back(l.rank);
-  const std::vector<int64_t> head = {static_cast<int64_t>(phase_), phase_start_, last_switch_,
-                                     lowrank_.factorised() ? 1 : 0, lowrank_.trained() == nn::Factor::A ? 1 : 0,
-                                     groups_.group, groups_.groups};
-  ar.write("head", torch::tensor(head, torch::kInt64));
-  ar.write("ranks", torch::tensor(ranks, torch::kInt64));
-  ar.write("last_ranks", torch::tensor(last_ranks_, torch::kInt64));
-  ar.write("last_compression", torch::tensor({last_compression_, last_reference_}, torch::kFloat64));
-  std::vector<int64_t> counts;
-  for (const char* k : {"warmup", "ab", "sync", "full-rank"})
-    counts.push_back(steps_by_phase_.count(k) ? steps_by_phase_.at(k) : 0);
-  ar.write("steps_by_phase", torch::tensor(counts, torch::kInt64));
-  ar.write("sync_loss", torch::tensor({loss_sum_, static_cast<double>(loss_steps_)}, torch::kFloat64));
-  ar.write("regroups", torch::tensor({regroups_}, torch::kInt64));
-  ar.write("group_lr_center", torch::tensor({lr_center_}, torch::kFloat64));
-  torch::serialize::OutputArchive os;
-  opt_state_.save(os);
-  ar.write("optimizer_stash", os);
-}
-
-void AbTraining::loadState(torch::serialize::InputArchive& ar) {
-  auto read = [&](const char* key) {
-    torch::Tensor t;
-    if (!ar.try_read(key, t)) throw DataError(std::string("AB-training state has no '") + key + "'");
-    return t;
-  };
-  const auto head = read("head");
-  const auto ranks_t = read("ranks");
-  if (head.numel() != 7 || ranks_t.numel() != static_cast<int64_t>(lowrank_.layers().size()))
-    throw DataError("AB-training state does not match this model's low-rank layers");
-  const auto h = head.accessor<int64_t, 1>();
-  torch::Tensor regroups;  // absent in checkpoints from before regrouping
-  const int64_t saved_regroups = ar.try_read("regroups", regroups) && regroups.numel() == 1 ? regroups.item<int64_t>() : 0;
-  if (saved_regroups != regroups_) {
-    regroups_ = saved_regroups;
-    applyGroups();  // collective: every rank resumes from the same sync
-  }
-  if (h[5] != groups_.group || h[6] != groups_.groups)
-    throw ConfigError("--resume: the checkpoint's AB groups differ from ab.group_size / ab.sync_mode now");
-  std::vector<int64_t> ranks(ranks_t.data_ptr<int64_t>(), ranks_t.data_ptr<int64_t>() + ranks_t.numel());
-  const auto lr_t = read("last_ranks");
-  last_ranks_.assign(lr_t.data_ptr<int64_t>(), lr_t.data_ptr<int64_t>() + lr_t.numel());
-  const auto lc = read("last_compression");
-  last_compression_ = lc[0].item<double>();
-  last_reference_ = lc.numel() > 1 ? lc[1].item<double>() : 1.0;
-  const auto counts = read("steps_by_phase");
-  const char* names[] = {"warmup", "ab", "sync", "full-rank"};
-  steps_by_phase_.clear();
-  for (int i = 0; i < 4 && i < counts.numel(); ++i)
-    if (counts[i].item<int64_t>() > 0) steps_by_phase_[names[i]] = counts[i].item<int64_t>();
-  torch::Tensor sync_loss;  // absent in checkpoints from before loss-weighted syncs
-  loss_sum_ = 0, loss_steps_ = 0;
-  if (ar.try_read("sync_loss", sync_loss) && sync_loss.numel() == 2) {
-    loss_sum_ = sync_loss[0].item<double>();
-    loss_steps_ = static_cast<int64_t>(sync_loss[1].item<double>());
-  }
-  torch::Tensor center;  // absent in checkpoints from before ab.group_lr
-  lr_center_ = ar.try_read("group_lr_center", center) && center.numel() == 1 ? center.item<double>() : 1.0;
-  retire();
-  if (last_ranks_.size() == lowrank_.layers().size()) lowrank_.setLastRanks(last_ranks_);
-  gatherLayers();
-  // Zero placeholders of the right shapes: the checkpoint's model section fills in A and B.
-  const std::vector<bool> no_svd(lowrank_.layers().size(), false);
-  if (h[3] && mode_ == SyncMode::only_smaller) lowrank_.factorise(ranks, lowrank_.smallerFactors(), no_svd);
-  else if (h[3])
-    lowrank_.factorise(ranks, std::vector<nn::Factor>(ranks.size(), h[4] ? nn::Factor::A : nn::Factor::B), no_svd);
-  else lowrank_.merge();
-  torch::serialize::InputArchive stash;
-  if (!ar.try_read("optimizer_stash", stash)) throw DataError("AB-training state has no optimizer stash");
-  opt_state_.load(stash, opt_);
-  opt_state_.rebind(opt_, trainable());
-  rebuild(static_cast<AbPhase>(h[0]));
-  measureSizes();
-  phase_start_ = h[1];
-  last_switch_ = h[2];
 }
 
 }  // namespace lowcomm::parallel
