@@ -1,0 +1,114 @@
+// The supervisor of one launch (private to lowcomm_launch): spawns the workers, forwards their
+// output line by line, and stops them all at the first failure or a forwarded signal.
+//
+// One thread does everything: a poll() loop over the workers' pipes and a self-pipe fed by the
+// forwarded-signal handler, with a short tick to notice exits (waitid WNOHANG). Exits are
+// observed with WNOWAIT and the zombies are reaped only in the destructor: a zombie keeps its
+// pid, hence its process group id, reserved, so signalling a worker's group can never hit an
+// unrelated process that reused the number.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "signal_forwarding.h"
+#include "unique_fd.h"
+#include "lowcomm/launch/cluster.h"
+#include "lowcomm/launch/launcher.h"
+
+namespace lowcomm::launch {
+
+// The variables the launcher sets for each rank: no extra environment variable may name one.
+inline constexpr const char* kTorchrunVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                                               "MASTER_ADDR", "MASTER_PORT", "LOWCOMM_PROCS_ON_HOST",
+                                               "LOWCOMM_LAUNCHER_PID"};
+
+// One of a worker's output pipes with the bytes after its last newline.
+struct OutStream {
+  int rank = 0;
+  bool is_err = false;
+  UniqueFd fd;  // read end; closed at EOF
+  std::string partial;
+};
+
+struct Worker {
+  int rank = 0;
+  pid_t pid = -1;
+  bool exited = false;  // observed (WNOWAIT), reaped only in ~Supervisor
+  int exit_code = 0;    // exit status, or 128+signal
+  OutStream out, err;
+};
+
+// Runs one launch; its destructor guarantees no worker outlives it (SIGKILL + reap). `opts`
+// must outlive it. Workers are placed by `placement`; with a `cluster`, each rank is spawned in
+// its node's network namespace. The first failure is written to `log` and `report`.
+class Supervisor {
+ public:
+  Supervisor(const LaunchOptions& opts, const std::string& master_addr, int port, const Cluster* cluster,
+             std::vector<Placement> placement, std::ostream& log, LaunchReport* report)
+      : opts_(opts), master_addr_(master_addr), port_(port), cluster_(cluster), placement_(std::move(placement)), log_(log),
+        out_(opts.out ? *opts.out : std::cout), err_(opts.err ? *opts.err : std::cerr), report_(report) {}
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Spawns every worker and supervises them to the end; returns 0, the first failure's exit
+  // code, or 128 + the signal received.
+  int run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // Lifecycle (supervisor.cpp).
+  bool stopping() const { return result_ != 0; }
+  bool anyStreamOpen() const;
+  size_t runningCount() const;
+  std::vector<std::string> baseEnv() const;
+  void spawnAll();
+  void spawn(Worker& w, std::vector<char*>& argv, std::vector<std::string>& env);
+  void awaitGroupsGone(std::chrono::milliseconds limit);
+  static bool liveMemberOf(const std::set<pid_t>& groups);
+  void signalAll(int sig);
+  void startStopping(int result);
+  void escalateIfDue();
+  void handleSignals();
+  void observeExits();
+  void reportFailure(const Worker& w, const std::string& what, int status = -1, int signal = 0);
+
+  // Output forwarding (supervisor_output.cpp).
+  void pollOnce(Clock::time_point until);
+  bool readOnce(OutStream& s);
+  void drain(Worker& w);
+  void forward(OutStream& s, const char* data, size_t n);
+  void flushPartial(OutStream& s);
+  void emit(const OutStream& s, const std::string& line);
+
+  const LaunchOptions& opts_;
+  const std::string master_addr_;
+  const int port_;
+  const Cluster* cluster_;
+  const std::vector<Placement> placement_;
+  std::ostream& log_;
+  std::ostream& out_;
+  std::ostream& err_;
+  SignalForwarding signals_;
+  std::vector<Worker> workers_;
+  int result_ = 0;  // first failure's exit code or 128+signal received; 0 while all is well
+  Clock::time_point kill_at_{};
+  bool killed_ = false;
+  LaunchReport* report_;
+  // This launch's job token, unless our own environment brings one (a job across hosts: every
+  // host's launcher must hand out the same secret) or the options do (withJobToken: one token
+  // for every restart of a job).
+  std::string token_ =
+      std::getenv("LOWCOMM_JOB_TOKEN") || opts_.extra_env.count("LOWCOMM_JOB_TOKEN") ? std::string() : newJobToken();
+};
+
+}  // namespace lowcomm::launch
