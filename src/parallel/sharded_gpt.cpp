@@ -1,13 +1,14 @@
 // `gpt` split Megatron-style over a tensor-parallel communicator (heads and MLP columns per rank,
 // vocab-parallel embedding and head) and into pipeline stages (contiguous units). Names and layout
-// follow src/nn/gpt.cpp; which parameters are split, and how, is one table (layoutOf) used both
-// to cut the shards out of the full model and to gather them back.
+// follow src/nn/gpt.cpp; which parameters are split, and how, is one table (gpt_shard_layout.h)
+// used both to cut the shards out of the full model and to gather them back.
 #include <torch/torch.h>
 
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include "gpt_shard_layout.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/parallel/tensor_parallel.h"
 #include "lowcomm/parallel/sharded_model.h"
@@ -18,67 +19,11 @@ namespace {
 
 using Comm = std::shared_ptr<comm::Communicator>;
 
-// How a parameter of the full model is split over T ranks.
-enum class Layout {
-  replicated,
-  rows,      // rank r: rows [r n/T, (r+1) n/T)
-  cols,      // rank r: columns [r n/T, (r+1) n/T)
-  qkv_rows,  // rows of the fused [Q; K; V]: rank r gets rows block r of each of Q, K and V
-};
-
-bool endsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-Layout layoutOf(const std::string& name) {
-  if (endsWith(name, "attn.qkv.weight") || endsWith(name, "attn.qkv.bias")) return Layout::qkv_rows;
-  if (endsWith(name, "attn.proj.weight") || endsWith(name, "mlp.fc2.weight")) return Layout::cols;
-  if (endsWith(name, "mlp.fc1.weight") || endsWith(name, "mlp.fc1.bias") || name == "stem.weight" ||
-      name == "head.weight")
-    return Layout::rows;
-  return Layout::replicated;
-}
-
-// [3 n, rest...] viewed as [3, T, n / T, rest...].
-torch::Tensor qkvView(const torch::Tensor& full, int64_t t) {
-  std::vector<int64_t> shape = {3, t, full.size(0) / (3 * t)};
-  for (int64_t d = 1; d < full.dim(); ++d) shape.push_back(full.size(d));
-  return full.reshape(shape);
-}
-
-torch::Tensor shardOf(Layout l, const torch::Tensor& full, int64_t t, int64_t r) {
-  switch (l) {
-    case Layout::rows: return full.chunk(t, 0)[r];
-    case Layout::cols: return full.chunk(t, 1)[r];
-    case Layout::qkv_rows: {
-      auto s = qkvView(full, t).select(1, r);
-      std::vector<int64_t> shape = {full.size(0) / t};
-      for (int64_t d = 1; d < full.dim(); ++d) shape.push_back(full.size(d));
-      return s.reshape(shape);
-    }
-    case Layout::replicated: break;
-  }
-  return full;
-}
-
-// The full tensor from every rank's shard (collective over tp for split layouts).
-torch::Tensor gathered(Layout l, const torch::Tensor& shard, const torch::IntArrayRef full_shape, comm::Communicator& tp) {
-  if (l == Layout::replicated) return shard.detach().clone();
-  const int64_t t = tp.size();
-  auto mine = shard.detach().to(torch::kFloat32).contiguous();
-  auto all = torch::empty({t * mine.numel()});
-  tp.allgather(mine.data_ptr(), all.data_ptr(), static_cast<size_t>(mine.numel()), comm::DType::f32);
-  std::vector<int64_t> blocks = {t};
-  for (auto s : mine.sizes()) blocks.push_back(s);
-  all = all.reshape(blocks);                                           // [T, shard...]
-  if (l == Layout::cols) return all.transpose(0, 1).reshape(full_shape);  // [out, T, in/T]
-  if (l == Layout::qkv_rows) {
-    std::vector<int64_t> parts = {t, 3, mine.size(0) / 3};
-    for (int64_t d = 1; d < mine.dim(); ++d) parts.push_back(mine.size(d));
-    return all.reshape(parts).transpose(0, 1).reshape(full_shape);    // [3, T, n/T, ...]
-  }
-  return all.reshape(full_shape);
-}
+using gpt_shard::endsWith;
+using gpt_shard::gathered;
+using gpt_shard::Layout;
+using gpt_shard::layoutOf;
+using gpt_shard::shardOf;
 
 class PositionsImpl : public torch::nn::Module {
  public:
