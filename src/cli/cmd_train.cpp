@@ -17,6 +17,7 @@
 #include "lowcomm/net/env.h"
 #include "lowcomm/net/rdzv_store.h"
 #include "lowcomm/runtime/worker.h"
+#include "lowcomm/parallel/strategy_spec.h"
 #include "lowcomm/train/checkpoint.h"
 #include "lowcomm/train/trainer.h"
 
@@ -48,7 +49,7 @@ int restartCount() {
   return static_cast<int>(n);
 }
 
-void printSummary(const nlohmann::json& s) {
+void printSummary(const nlohmann::json& s, const train::TrainConfig& cfg) {
   std::printf("\n== summary ==\n");
   std::printf("  %-22s %s\n", "strategy", s["strategy"].get<std::string>().c_str());
   std::printf("  %-22s %s on %s\n", "model", s["model"].get<std::string>().c_str(), s["dataset"].get<std::string>().c_str());
@@ -84,20 +85,9 @@ void printSummary(const nlohmann::json& s) {
                 s["bytes_sent_by_link"]["inter-node"].get<double>() / 1048576.0,
                 s["bytes_sent_by_link"]["intra-node"].get<double>() / 1048576.0);
   std::printf("  %-22s %.2f (raw / encoded gradient bytes)\n", "codec ratio", s["compression_ratio"].get<double>());
-  if (s.contains("ab")) {
-    const auto& ab = s["ab"];
-    std::string steps;
-    for (const auto& [k, v] : ab["steps_by_phase"].items()) steps += (steps.empty() ? "" : ", ") + k + " " + v.dump();
-    std::printf("  %-22s %d groups (%d train A), sync %s; steps: %s\n", "AB-training", ab["groups"].get<int>(),
-                ab["a_groups"].get<int>(), ab["sync_mode"].get<std::string>().c_str(), steps.c_str());
-    std::string ranks;
-    for (const auto& [k, v] : ab["ranks"].items()) ranks += (ranks.empty() ? "" : ", ") + k + " " + v.dump();
-    if (ranks.empty()) ranks = "- (never factorised: the run ended in warmup)";
-    std::printf("  %-22s %.2f:1 (reference metric, %.2f %%); model %.2f:1 of its full-rank size; ranks %s\n",
-                "AB compression", ab["compression_reference_n_to_1"].get<double>(),
-                100.0 * ab["compression_reference"].get<double>(), ab["model_size_n_to_1"].get<double>(),
-                ranks.c_str());
-  }
+  const auto& spec = train::strategySpec(cfg);
+  if (spec.summary_lines && s.contains(spec.name))
+    for (const auto& [label, text] : spec.summary_lines(s[spec.name])) std::printf("  %-22s %s\n", label.c_str(), text.c_str());
   std::printf("  %-22s comm %.1f s, waited %.1f s (%.0f %% of communication hidden)\n", "communication",
               s["comm_s"].get<double>(), s["wait_s"].get<double>(), 100.0 * s["comm_hidden_fraction"].get<double>());
   std::printf("  %-22s rank %d (waited least)\n", "straggler", s["straggler_rank"].get<int>());
@@ -192,7 +182,7 @@ int cmdTrain(int argc, char** argv) {
   to.restart_count = restartCount();
   if (const char* token = std::getenv("LOWCOMM_JOB_TOKEN"); token && *token) to.job_id = net::jobId(token);
   const auto s = train::runTraining(cfg, world, to);
-  if (world->rank() == 0) printSummary(s);
+  if (world->rank() == 0) printSummary(s, cfg);
   return 0;
 }
 

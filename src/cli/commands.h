@@ -6,4 +6,5 @@ int cmdLaunch(int argc, char** argv);
 int cmdBench(int argc, char** argv);
 int cmdTrain(int argc, char** argv);
 int cmdSimulate(int argc, char** argv);
+int cmdConfig(int argc, char** argv);
 }  // namespace lowcomm::cli

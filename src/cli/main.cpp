@@ -18,6 +18,7 @@ void usage() {
                "  train    data-parallel training: `lowcomm train --config configs/fmnist_cnn_ddp.toml`\n"
                "  bench    benchmarks: `lowcomm bench collectives --help`\n"
                "  simulate the same algorithms on a simulated cluster (SimGrid): `lowcomm simulate collectives --help`\n"
+               "  config   configuration keys and resolved configs: `lowcomm config keys`\n"
                "run `lowcomm <command> --help` for its options\n";
 }
 }  // namespace
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return lowcomm::cli::cmdBench(argc - 1, argv + 1);
     if (cmd == "train") return lowcomm::cli::cmdTrain(argc - 1, argv + 1);
     if (cmd == "simulate") return lowcomm::cli::cmdSimulate(argc - 1, argv + 1);
+    if (cmd == "config") return lowcomm::cli::cmdConfig(argc - 1, argv + 1);
   } catch (const c10::Error& e) {  // LibTorch's message without its C++ backtrace
     std::cerr << "lowcomm " << cmd << ": error (LibTorch): " << e.what_without_backtrace() << "\n";
     return lowcomm::kExitError;

@@ -112,14 +112,24 @@ std::vector<int> regroupPermutation(int world, uint64_t seed, int64_t epoch) {
   return perm;
 }
 
+namespace {
+constexpr SyncMode kSyncModes[] = {SyncMode::full, SyncMode::with_stale, SyncMode::only_learned, SyncMode::only_b,
+                                   SyncMode::only_smaller};
+}  // namespace
+
 SyncMode parseSyncMode(const std::string& name) {
-  if (name == "full") return SyncMode::full;
-  if (name == "with-stale") return SyncMode::with_stale;
-  if (name == "only-learned") return SyncMode::only_learned;
-  if (name == "only-b") return SyncMode::only_b;
-  if (name == "only-smaller") return SyncMode::only_smaller;
-  throw ConfigError("ab.sync_mode: unknown mode '" + name +
-                    "'; valid values: full, with-stale, only-learned, only-b, only-smaller");
+  std::string valid;
+  for (const auto m : kSyncModes) {
+    if (name == syncModeName(m)) return m;
+    valid += (valid.empty() ? "" : ", ") + std::string(syncModeName(m));
+  }
+  throw ConfigError("ab.sync_mode: unknown mode '" + name + "'; valid values: " + valid);
+}
+
+std::vector<std::string> syncModeNames() {
+  std::vector<std::string> out;
+  for (const auto m : kSyncModes) out.emplace_back(syncModeName(m));
+  return out;
 }
 
 const char* syncModeName(SyncMode m) {

@@ -61,7 +61,7 @@ class AbStrategy : public Strategy {
   std::function<void(torch::serialize::InputArchive&)> stateReader() override {
     return [this](torch::serialize::InputArchive& ar) { ab_.loadState(ar); };
   }
-  BucketHook& hook() override { return ab_.ddp().hook(); }
+  BucketHook* hook() override { return &ab_.ddp().hook(); }
   // In the `individual` setup's ab phase every rank trains its factor alone.
   comm::Communicator* replicas() override {
     if (ab_.phase() == AbPhase::ab && ab_.options().train_setup == "individual") return nullptr;

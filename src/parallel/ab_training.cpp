@@ -12,31 +12,7 @@
 namespace lowcomm::parallel {
 
 void validateAbOptions(const AbOptions& o) {
-  if (o.group_size == 0 || (o.group_size < 0 && o.group_size != kGroupHalves && o.group_size != kGroupNode &&
-                            o.group_size != kGroupWorld))
-    throw ConfigError("ab.group_size: must be \"node\", \"world\", -1 (two halves) or >= 1, got " +
-                      std::to_string(o.group_size));
-  if (o.svd != "exact" && o.svd != "randomized")
-    throw ConfigError("ab.svd: unknown method '" + o.svd + "'; valid values: exact, randomized");
-  if (o.sync_weights != "equal" && o.sync_weights != "inverse-loss")
-    throw ConfigError("ab.sync_weights: unknown weighting '" + o.sync_weights + "'; valid values: equal, inverse-loss");
-  if (o.regroup != "none" && o.regroup != "random")
-    throw ConfigError("ab.regroup: unknown value '" + o.regroup + "'; valid values: none, random");
-  if (o.regroup == "random" && o.group_size == kGroupNode)
-    throw ConfigError("ab.regroup = \"random\" would move ranks across nodes: set ab.group_size to a size or -1");
-  if (o.train_setup != "groups" && o.train_setup != "individual")
-    throw ConfigError("ab.train_setup: unknown setup '" + o.train_setup + "'; valid values: groups, individual");
-  if (o.group_lr != "fixed" && o.group_lr != "explore")
-    throw ConfigError("ab.group_lr: unknown value '" + o.group_lr + "'; valid values: fixed, explore");
-  if (!(o.group_lr_spread >= 1 && o.group_lr_spread <= 16))
-    throw ConfigError("ab.group_lr_spread: must be in [1, 16], got " + std::to_string(o.group_lr_spread));
-  parseSyncMode(o.sync_mode);
-  if (o.warmup_steps < 0) throw ConfigError("ab.warmup_steps: must be >= 0");
-  if (o.steps_btw_syncing < 1) throw ConfigError("ab.steps_btw_syncing: must be >= 1");
-  if (o.ddp_steps_after_sync < 0) throw ConfigError("ab.ddp_steps_after_sync: must be >= 0");
-  if (o.lr_rebound_steps < 0) throw ConfigError("ab.lr_rebound_steps: must be >= 0");
-  if (!(o.low_rank_cutoff >= 0 && o.low_rank_cutoff < 1))
-    throw ConfigError("ab.low_rank_cutoff: must be in [0, 1), got " + std::to_string(o.low_rank_cutoff));
+  abSection().validate(o);
   if (!(o.rebound_lr > 0)) throw ConfigError("ab.rebound_lr: must be > 0");
 }
 

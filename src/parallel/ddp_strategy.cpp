@@ -14,7 +14,7 @@ class DdpStrategy : public Strategy {
   void setSync(bool sync) override { ddp_.setSync(sync); }
   void afterBackward() override { ddp_.finish(); }
   void beforeEval() override { ddp_.averageBuffers(); }
-  BucketHook& hook() override { return ddp_.hook(); }
+  BucketHook* hook() override { return &ddp_.hook(); }
   comm::Communicator* replicas() override { return &ddp_.comm(); }
   DdpStats stats() const override { return ddp_.stats(); }
   size_t buckets() const override { return ddp_.buckets().size(); }

@@ -7,12 +7,7 @@
 
 namespace lowcomm::parallel {
 
-void validateDilocoOptions(const DilocoOptions& o) {
-  if (o.period < 1) throw ConfigError("diloco.period: must be >= 1, got " + std::to_string(o.period));
-  if (!(o.outer_lr > 0)) throw ConfigError("diloco.outer_lr: must be > 0, got " + std::to_string(o.outer_lr));
-  if (!(o.outer_momentum >= 0 && o.outer_momentum < 1))
-    throw ConfigError("diloco.outer_momentum: must be in [0, 1), got " + std::to_string(o.outer_momentum));
-}
+void validateDilocoOptions(const DilocoOptions& o) { dilocoSection().validate(o); }
 
 namespace {
 
@@ -93,7 +88,7 @@ class DilocoStrategy : public Strategy {
     };
   }
 
-  BucketHook& hook() override { return *hook_; }
+  BucketHook* hook() override { return hook_.get(); }
   comm::Communicator* replicas() override { return sinceOuter() == 0 ? comm_.get() : nullptr; }
   DdpStats stats() const override { return DdpStats{outer_s_, outer_s_, outer_steps_}; }
   size_t buckets() const override { return 1; }

@@ -11,10 +11,7 @@
 namespace lowcomm::parallel {
 
 void validateGossipOptions(const GossipOptions& o, int world) {
-  if (o.topology != "ring" && o.topology != "exponential")
-    throw ConfigError("gossip.topology: must be \"ring\" or \"exponential\", got '" + o.topology + "'");
-  if (o.period < 1) throw ConfigError("gossip.period: must be >= 1, got " + std::to_string(o.period));
-  if (o.consensus_every < 0) throw ConfigError("gossip.consensus_every: must be >= 0");
+  gossipSection().validate(o);
   if (o.topology == "exponential" && (world & (world - 1)) != 0)
     throw ConfigError("gossip.topology = \"exponential\" needs a power-of-two world size, got " + std::to_string(world));
 }
@@ -84,10 +81,8 @@ class GossipStrategy : public Strategy {
     };
   }
 
-  BucketHook& hook() override { return plain_; }
   comm::Communicator* replicas() override { return mixings_ == 0 ? comm_.get() : nullptr; }
   DdpStats stats() const override { return DdpStats{comm_s_, comm_s_, mixings_}; }
-  size_t buckets() const override { return 0; }
   nlohmann::json stepFields() const override { return {{"mixings", mixings_}, {"consensus_distance", consensus_}}; }
   nlohmann::json summary() const override {
     return {{"topology", o_.topology}, {"period", o_.period}, {"mixings", mixings_},
@@ -154,7 +149,6 @@ class GossipStrategy : public Strategy {
   std::shared_ptr<comm::Communicator> comm_;
   FlatState state_;
   torch::Tensor mine_, a_, b_;
-  AllreduceHook plain_;  // no gradient ever goes through it (the trainer checkpoints its empty state)
   int64_t step_ = 0, mixings_ = 0;
   double consensus_ = 0, comm_s_ = 0;
   std::vector<nlohmann::json> events_;

@@ -8,10 +8,7 @@
 
 namespace lowcomm::parallel {
 
-void validateLocalSgdOptions(const LocalSgdOptions& o) {
-  if (o.period < 1) throw ConfigError("local_sgd.period: must be >= 1, got " + std::to_string(o.period));
-  if (o.start_step < 0) throw ConfigError("local_sgd.start_step: must be >= 0, got " + std::to_string(o.start_step));
-}
+void validateLocalSgdOptions(const LocalSgdOptions& o) { localSgdSection().validate(o); }
 
 namespace {
 
@@ -78,7 +75,7 @@ class LocalSgdStrategy : public Strategy {
     };
   }
 
-  BucketHook& hook() override { return ddp_->hook(); }
+  BucketHook* hook() override { return &ddp_->hook(); }
   // Everyone agrees after DDP steps and right after an average; inside a node always when
   // hierarchical; otherwise nobody.
   comm::Communicator* replicas() override {
@@ -97,7 +94,7 @@ class LocalSgdStrategy : public Strategy {
     return {{"averages", averages_}, {"steps_since_average", sinceAverage()}};
   }
   nlohmann::json summary() const override {
-    return {{"period", o_.period}, {"start_step", o_.start_step}, {"average_optimizer", o_.average_optimizer},
+    return {{"period", o_.period}, {"start_step", static_cast<int64_t>(o_.start_step)}, {"average_optimizer", o_.average_optimizer},
             {"hierarchical", o_.hierarchical}, {"averages", averages_}, {"average_s", average_s_}};
   }
 

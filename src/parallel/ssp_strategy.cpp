@@ -14,11 +14,7 @@
 
 namespace lowcomm::parallel {
 
-void validateSspOptions(const SspOptions& o) {
-  if (o.staleness < -1)
-    throw ConfigError("ssp.staleness: must be >= 0 (steps ahead of the slowest) or -1 (asynchronous), got " +
-                      std::to_string(o.staleness));
-}
+void validateSspOptions(const SspOptions& o) { sspSection().validate(o); }
 
 namespace {
 
@@ -145,13 +141,11 @@ class SspStrategy : public Strategy {
     };
   }
 
-  BucketHook& hook() override { return plain_; }
   // With staleness 0 every pull hands all workers the same shards; otherwise only the end does.
   comm::Communicator* replicas() override {
     return o_.staleness == 0 || finished_ || pulls_ == 0 ? world_.get() : nullptr;
   }
   DdpStats stats() const override { return DdpStats{comm_s_, comm_s_, pulls_}; }
-  size_t buckets() const override { return 0; }
   int64_t bufferBytes() const override {
     int64_t b = 2 * pulled_.numel() * 4;  // the pulled weights and the update
     for (int k = 0; k < n_; ++k) b += (send_[k].numel() + recv_[k].numel()) * 4;
@@ -331,7 +325,6 @@ class SspStrategy : public Strategy {
   std::vector<torch::Tensor> send_, recv_, fence_recv_;
   CommThread trip_;  // the push and pull in flight while the next step computes
   bool inflight_ = false;
-  AllreduceHook plain_;  // no gradient ever goes through it (the trainer checkpoints its empty state)
   bool loaded_ = false, finished_ = false;
   int64_t clock_ = 0, staleness_ = 0, staleness_max_ = 0, staleness_sum_ = 0, pulls_ = 0, fences_ = 0;
   double comm_s_ = 0;

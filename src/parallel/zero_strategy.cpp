@@ -124,7 +124,7 @@ class ZeroStrategy : public Strategy {
   }
 
   void beforeEval() override { ddp_.averageBuffers(); }
-  BucketHook& hook() override { return *hook_; }
+  BucketHook* hook() override { return hook_.get(); }
   comm::Communicator* replicas() override { return &ddp_.comm(); }
   DdpStats stats() const override { return ddp_.stats(); }
   size_t buckets() const override { return ddp_.buckets().size(); }

@@ -87,7 +87,7 @@ void writeFileAtomicallyWith(const std::string& path, const std::function<void(c
 }
 
 void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                    const TrainState& state, const parallel::BucketHook& hook, const SectionWriter& strategy) {
+                    const TrainState& state, const parallel::BucketHook* hook, const SectionWriter& strategy) {
   torch::serialize::OutputArchive ar;
   ar.write("magic", scalar(kMagic));
   ar.write("version", scalar(kVersion));
@@ -109,7 +109,7 @@ void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::op
   opt.save(o);
   ar.write("optimizer", o);
   torch::serialize::OutputArchive h;
-  hook.saveState(h);
+  if (hook) hook->saveState(h);  // an empty section without one: the file layout stays the same
   ar.write("hook", h);
   if (strategy) {
     torch::serialize::OutputArchive st;
@@ -159,7 +159,7 @@ void openArchive(const std::string& path, torch::serialize::InputArchive& ar) {
 }  // namespace
 
 TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                          parallel::BucketHook& hook) {
+                          parallel::BucketHook* hook) {
   torch::serialize::InputArchive ar;
   openArchive(path, ar);
   auto readInt = [&](const char* key) {
@@ -211,7 +211,7 @@ TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, tor
     opt.load(o);
     torch::serialize::InputArchive h;
     ar.read("hook", h);
-    hook.loadState(h);
+    if (hook) hook->loadState(h);
     torch::Tensor rng;
     ar.read("rng", rng);
     auto gen = at::detail::getDefaultCPUGenerator();

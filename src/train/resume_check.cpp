@@ -6,7 +6,7 @@
 #include "lowcomm/base/error.h"
 #include "lowcomm/train/checkpoint.h"
 #include "stage_cut.h"
-#include "strategies.h"
+#include "lowcomm/parallel/strategy_spec.h"
 
 namespace lowcomm::train {
 namespace {
@@ -28,6 +28,12 @@ std::string modelKey(const TrainConfig& c) {
   if (c.model.init != "default") k += "|" + c.model.init;
   if (c.model.autocast != "off") k += "|amp-" + c.model.autocast;
   return k;
+}
+
+// The part that depends on the strategy: its state only fits a run with the same structure.
+std::string strategyResumeKey(const TrainConfig& c) {
+  const auto& spec = strategySpec(c);
+  return spec.resume_key ? spec.resume_key(strategyOptions(c), static_cast<int>(c.strategy.zero)) : "";
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ void TrainingRun::logStep(const std::string& phase) {
                           {"compute_s", win_.compute / win_.steps}, {"comm_s", strategy_->stats().comm_s},
                           {"wait_s", (win_.time - win_.compute) / win_.steps}, {"bytes_sent", sent},
                           {"bytes_recv", recv}, {"bytes_by_phase", phasesJson(snap)},
-                          {"compression_ratio", strategy_->hook().compressionRatio()}, {"time_s", since(t_start_)},
+                          {"compression_ratio", compressionRatio()}, {"time_s", since(t_start_)},
                           {"phase", phase}, {"phases", win_.phases}};
     rec.update(strategy_->stepFields());
     jsonl_->write(rec);

@@ -4,7 +4,7 @@
 
 #include "autocast.h"
 #include "resume_point.h"
-#include "strategies.h"
+#include "lowcomm/parallel/strategy_spec.h"
 #include "training_run.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/parallel/compress_hook.h"
@@ -101,7 +101,7 @@ void TrainingRun::build() {
     compressors_.push_back(compress::makeCompressor(cc));
     return std::make_shared<parallel::CompressHook>(compressors_.back());
   };
-  strategy_ = makeStrategy(cfg_, ctx, total_);
+  strategy_ = strategySpec(cfg_).make(ctx, strategyOptions(cfg_), {total_, cfg_.seed, static_cast<int>(cfg_.strategy.zero)});
   if (pipeline_) pipeline_->setForward([this](const torch::Tensor& x) { return strategy_->forward(x); });
 }
 

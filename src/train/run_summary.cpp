@@ -84,7 +84,7 @@ nlohmann::json TrainingRun::summary(double wall) {
       {"bytes_by_phase", phasesJson(final_traffic)},
       {"bytes_by_phase_link", phaseLinksJson(final_traffic)},
       {"bytes_sent_by_link", linkTotals},
-      {"compression_ratio", strategy_->hook().compressionRatio()},
+      {"compression_ratio", compressionRatio()},
       {"checkpoint", checkpointFile(ckpt_dir_.string(), step_, 0)},
       {"samples_per_s", static_cast<double>(samples) / std::max(1e-9, wall - state_.elapsed_s)},
       {"comm_s", st.comm_s}, {"wait_s", st.wait_s}, {"compute_s", total_compute_},

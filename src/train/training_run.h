@@ -75,6 +75,10 @@ class TrainingRun {
   void evalNow(int64_t epoch, bool final = false);
   void saveAt(int64_t step);
   nlohmann::json summary(double wall);
+  double compressionRatio() {
+    const auto* hook = strategy_->hook();
+    return hook ? hook->compressionRatio() : 1.0;
+  }
   std::pair<int64_t, int64_t> bytes() const;
   nlohmann::json withBytes(nlohmann::json j) const;
   nlohmann::json parallelJson() const;

@@ -45,12 +45,12 @@ TEST(Checkpoint, RoundTripRestoresModelOptimizerStateAndRng) {
   st.bytes_sent = 1234;
   parallel::AllreduceHook hook;
   const auto file = checkpointFile(d.path.string(), 17, 0);
-  saveCheckpoint(file, *a, opt_a, st, hook);
+  saveCheckpoint(file, *a, opt_a, st, &hook);
   const auto after_save = torch::rand({3});  // draws that must repeat after loading
 
   auto b = smallNet(2);
   torch::optim::SGD opt_b(b->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  const auto got = loadCheckpoint(file, *b, opt_b, hook);
+  const auto got = loadCheckpoint(file, *b, opt_b, &hook);
   EXPECT_EQ(got.step, 17);
   EXPECT_EQ(got.position, (data::BatchLoader::Position{2, 5}));
   EXPECT_EQ(got.config_hash, 99u);
@@ -75,30 +75,30 @@ TEST(Checkpoint, TruncatedForeignAndMissingFilesAreDataErrors) {
   torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1));
   parallel::AllreduceHook hook;
   const auto file = (d.path / "c.pt").string();
-  saveCheckpoint(file, *m, opt, TrainState{}, hook);
+  saveCheckpoint(file, *m, opt, TrainState{}, &hook);
   const auto size = fs::file_size(file);
   fs::resize_file(file, size / 2);
   try {
-    loadCheckpoint(file, *m, opt, hook);
+    loadCheckpoint(file, *m, opt, &hook);
     FAIL() << "truncated checkpoint loaded";
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
   }
   const auto foreign = (d.path / "f.pt").string();
   std::ofstream(foreign) << "not a checkpoint at all";
-  EXPECT_THROW(loadCheckpoint(foreign, *m, opt, hook), DataError);
+  EXPECT_THROW(loadCheckpoint(foreign, *m, opt, &hook), DataError);
   // A valid archive of something else (torch::save of a tensor) is foreign too.
   const auto other = (d.path / "o.pt").string();
   torch::save(torch::ones({2}), other);
-  EXPECT_THROW(loadCheckpoint(other, *m, opt, hook), DataError);
-  EXPECT_THROW(loadCheckpoint((d.path / "missing.pt").string(), *m, opt, hook), DataError);
+  EXPECT_THROW(loadCheckpoint(other, *m, opt, &hook), DataError);
+  EXPECT_THROW(loadCheckpoint((d.path / "missing.pt").string(), *m, opt, &hook), DataError);
   // A checkpoint of another model shape names the parameter.
   const auto good = (d.path / "g.pt").string();
-  saveCheckpoint(good, *m, opt, TrainState{}, hook);
+  saveCheckpoint(good, *m, opt, TrainState{}, &hook);
   torch::nn::Sequential s(torch::nn::Linear(4, 9), torch::nn::BatchNorm1d(9), torch::nn::Linear(9, 2));
   torch::optim::SGD opt2(s->parameters(), torch::optim::SGDOptions(0.1));
   try {
-    loadCheckpoint(good, *s.ptr(), opt2, hook);
+    loadCheckpoint(good, *s.ptr(), opt2, &hook);
     FAIL();
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("0.weight"), std::string::npos) << e.what();
@@ -194,9 +194,9 @@ TEST(Checkpoint, BufferOfAnotherShapeIsADataError) {
   torch::optim::SGD opt_one(one.parameters(), 0.1), opt_three(three.parameters(), 0.1);
   parallel::AllreduceHook hook;
   const auto file = checkpointFile(d.path.string(), 1, 0);
-  saveCheckpoint(file, one, opt_one, TrainState{}, hook);
+  saveCheckpoint(file, one, opt_one, TrainState{}, &hook);
   try {
-    loadCheckpoint(file, three, opt_three, hook);
+    loadCheckpoint(file, three, opt_three, &hook);
     FAIL() << "a buffer of shape [1] loaded into one of shape [3]";
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("buffer 'stat' has shape [1], the model has [3]"), std::string::npos) << e.what();

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/parallel/ab_training.h"
 #include "lowcomm/train/config.h"
 
 using namespace lowcomm;
@@ -11,6 +12,8 @@ using namespace lowcomm::train;
 namespace fs = std::filesystem;
 
 namespace {
+const parallel::AbOptions& ab(const TrainConfig& c) { return c.section<parallel::AbOptions>("ab"); }
+
 std::string writeToml(const std::string& text) {
   const auto p = fs::temp_directory_path() / ("lc_cfg_" + std::to_string(::getpid()) + "_" +
                                               std::to_string(std::hash<std::string>{}(text)) + ".toml");
@@ -47,7 +50,7 @@ TEST(Config, AbConfigsDifferFromTheirDdpBaselinesOnlyInStrategy) {
     EXPECT_EQ(ab.strategy.name, "ab") << model;
     EXPECT_EQ(ddp.strategy.name, "ddp") << model;
     ddp.strategy.name = ab.strategy.name;
-    ddp.ab = ab.ab;
+    ddp.strategy_options.at("ab") = ab.strategy_options.at("ab");
     ddp.logging.out_dir = ab.logging.out_dir;
     EXPECT_EQ(toToml(ddp), toToml(ab)) << model;
   }
@@ -71,18 +74,18 @@ TEST(Config, Vgg16TimmConfigKeepsTheReferenceFractions) {
   const auto c = loadConfig(std::string(LC_SOURCE_DIR) + "/configs/fmnist_vgg16timm_ab.toml");
   EXPECT_EQ(c.model.init, "ortho-sigma");
   EXPECT_EQ(c.model.autocast, "bf16");
-  EXPECT_EQ(c.ab.sync_mode, "only-b");
-  EXPECT_EQ(c.ab.group_size, -2);  // "node"
+  EXPECT_EQ(ab(c).sync_mode, "only-b");
+  EXPECT_EQ(ab(c).group_size, -2);  // "node"
   EXPECT_EQ(c.optimizer.name, "adamw");
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.003);
   EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 0.1);
   EXPECT_EQ(runSteps(c.schedule.warmup_steps, 15000), 1000);
-  EXPECT_EQ(runSteps(c.ab.warmup_steps, 15000), 4330);
-  EXPECT_EQ(runSteps(c.ab.steps_btw_syncing, 15000), 759);
-  EXPECT_EQ(runSteps(c.ab.ddp_steps_after_sync, 15000), 60);
-  EXPECT_EQ(runSteps(c.ab.lr_rebound_steps, 15000), 267);
-  const int64_t total = c.schedule.max_steps, warm = runSteps(c.ab.warmup_steps, total),
-                every = runSteps(c.ab.steps_btw_syncing, total);
+  EXPECT_EQ(ab(c).warmup_steps.of(15000), 4330);
+  EXPECT_EQ(ab(c).steps_btw_syncing.of(15000), 759);
+  EXPECT_EQ(ab(c).ddp_steps_after_sync.of(15000), 60);
+  EXPECT_EQ(ab(c).lr_rebound_steps.of(15000), 267);
+  const int64_t total = c.schedule.max_steps, warm = ab(c).warmup_steps.of(total),
+                every = ab(c).steps_btw_syncing.of(total);
   int syncs = 0;
   for (int64_t s = warm + 1; s < total; ++s) syncs += s % every == 0;
   EXPECT_EQ(syncs, 14);
@@ -90,9 +93,9 @@ TEST(Config, Vgg16TimmConfigKeepsTheReferenceFractions) {
 
 TEST(Config, StepKeysTakeCountsOrFractions) {
   auto c = loadConfig("", {"ab.warmup_steps=0.25", "ab.steps_btw_syncing=40", "schedule.warmup_steps=0"});
-  EXPECT_EQ(runSteps(c.ab.warmup_steps, 1000), 250);
-  EXPECT_EQ(runSteps(c.ab.warmup_steps, 2), 1);  // at least one step
-  EXPECT_EQ(runSteps(c.ab.steps_btw_syncing, 1000), 40);
+  EXPECT_EQ(ab(c).warmup_steps.of(1000), 250);
+  EXPECT_EQ(ab(c).warmup_steps.of(2), 1);  // at least one step
+  EXPECT_EQ(ab(c).steps_btw_syncing.of(1000), 40);
   EXPECT_EQ(runSteps(c.schedule.warmup_steps, 1000), 0);
   // The resolved file loads back to the same values.
   const auto again = loadConfig(writeToml(toToml(c)));
@@ -101,10 +104,10 @@ TEST(Config, StepKeysTakeCountsOrFractions) {
 }
 
 TEST(Config, AbGroupSizeNamesAndNewKeys) {
-  EXPECT_EQ(loadConfig("", {"ab.group_size=node"}).ab.group_size, -2);
-  EXPECT_EQ(loadConfig("", {"ab.group_size=world"}).ab.group_size, -3);
-  EXPECT_EQ(loadConfig("", {"ab.group_size=-1"}).ab.group_size, -1);
-  EXPECT_EQ(loadConfig("", {"ab.group_size=4"}).ab.group_size, 4);
+  EXPECT_EQ(ab(loadConfig("", {"ab.group_size=node"})).group_size, -2);
+  EXPECT_EQ(ab(loadConfig("", {"ab.group_size=world"})).group_size, -3);
+  EXPECT_EQ(ab(loadConfig("", {"ab.group_size=-1"})).group_size, -1);
+  EXPECT_EQ(ab(loadConfig("", {"ab.group_size=4"})).group_size, 4);
   const auto c = loadConfig("", {"ab.group_size=world", "ab.train_setup=individual", "ab.reset_opt=true",
                                  "model.autocast=bf16", "model.init=ortho-sigma", "model.width=0.25"});
   EXPECT_EQ(toToml(loadConfig(writeToml(toToml(c)))), toToml(c));

@@ -51,7 +51,7 @@ std::vector<torch::Tensor> momentsAt(const fs::path& run, int step, int rank, co
   auto model = nn::makeModel({c.model.name, 1, 28, 10});
   auto opt = makeOptimizer(c, model->parameters());
   parallel::AllreduceHook hook;
-  loadCheckpoint(ckpt(run, step, rank).string(), *model, *opt, hook);
+  loadCheckpoint(ckpt(run, step, rank).string(), *model, *opt, &hook);
   return parallel::momentTensors(*opt);
 }
 

@@ -48,7 +48,7 @@ void writeCheckpoint(const std::string& dir, int64_t step, const std::vector<int
   TrainState st;
   st.step = step;
   st.stage_bounds = bounds;
-  saveCheckpoint(checkpointFile(dir, step, 0), *m, opt, st, hook);
+  saveCheckpoint(checkpointFile(dir, step, 0), *m, opt, st, &hook);
   writeLatest(dir, step);
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "lowcomm/base/schema.h"
 #include "lowcomm/comm/communicator.h"
 #include "lowcomm/compress/codec.h"
 #include "lowcomm/compress/memory.h"
@@ -89,5 +90,12 @@ std::string defaultMemory(const std::string& codec);
 // ConfigError naming `compress.<key>` for unknown names or values out of range.
 std::unique_ptr<Compressor> makeCompressor(const CompressConfig& cfg);
 std::vector<std::string> compressorNames();
+// The [compress] config section's keys, declared once beside the codecs (src/compress/compress_keys.cpp):
+// the compressor's own, the codecs' parameters and the memories'.
+schema::Section<CompressConfig> compressSection();
+schema::Section<CodecParams> codecParamsSection();
+schema::Section<MemoryParams> memoryParamsSection();
+// compress.memory's values: "default" (the codec's own choice) and every memory.
+std::vector<std::string> memoryNames();
 
 }  // namespace lowcomm::compress

@@ -50,6 +50,7 @@ std::string groupSizeName(int group_size);
 enum class SyncMode { full, with_stale, only_learned, only_b, only_smaller };
 SyncMode parseSyncMode(const std::string& name);  // ConfigError naming ab.sync_mode
 const char* syncModeName(SyncMode m);
+std::vector<std::string> syncModeNames();  // every SyncMode's name
 
 // The periodic AB sync, collective over `world`; leaves `model` merged (full-rank) and identical
 // on every rank. Per factorised layer:

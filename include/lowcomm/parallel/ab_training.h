@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "lowcomm/base/schema.h"
 #include "lowcomm/base/trace.h"
 #include "lowcomm/comm/communicator.h"
 #include "lowcomm/nn/low_rank.h"
@@ -41,10 +42,11 @@ namespace lowcomm::parallel {
 struct AbOptions {
   int group_size = kGroupNode;          // ranks per group, or kGroupNode / kGroupHalves / kGroupWorld
   std::string sync_mode = "with-stale";  // full | with-stale | only-learned | only-b | only-smaller
-  int64_t warmup_steps = 500;
-  int64_t steps_btw_syncing = 200;
-  int64_t ddp_steps_after_sync = 20;
-  int64_t lr_rebound_steps = 50;
+  // Step counts, or fractions of the run resolved by the factory (schema::RunSteps).
+  schema::RunSteps warmup_steps = 500;
+  schema::RunSteps steps_btw_syncing = 200;
+  schema::RunSteps ddp_steps_after_sync = 20;
+  schema::RunSteps lr_rebound_steps = 50;
   double low_rank_cutoff = 0.15;
   bool split_sigma = true;
   std::vector<std::string> full_rank_layers = {nn::kStemName, nn::kHeadName};
@@ -76,7 +78,10 @@ struct AbOptions {
   uint64_t seed = 0;
 };
 
-// Throws ConfigError naming the `ab.*` key for an impossible combination.
+// The [ab] config section: every key declared once (src/parallel/ab_spec.cpp).
+schema::Section<AbOptions> abSection();
+// Throws ConfigError naming the `ab.*` key for a value out of its declared range or an
+// impossible combination (abSection().validate() and the keys the config does not set).
 void validateAbOptions(const AbOptions& o);
 
 enum class AbPhase { warmup = 0, ab = 1, full_rank = 2 };

@@ -19,6 +19,7 @@
 
 #include <memory>
 
+#include "lowcomm/base/schema.h"
 #include "lowcomm/parallel/strategy.h"
 
 namespace lowcomm::parallel {
@@ -31,6 +32,8 @@ struct DilocoOptions {
 };
 
 // Throws ConfigError naming the `diloco.*` key.
+// The [diloco] config section: every key declared once (src/parallel/diloco_spec.cpp).
+schema::Section<DilocoOptions> dilocoSection();
 void validateDilocoOptions(const DilocoOptions& o);
 
 std::unique_ptr<Strategy> makeDilocoStrategy(const StrategyContext& ctx, const DilocoOptions& o);

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "lowcomm/base/schema.h"
 #include "lowcomm/parallel/strategy.h"
 
 namespace lowcomm::parallel {
@@ -28,6 +29,8 @@ struct GossipOptions {
 };
 
 // Throws ConfigError naming the `gossip.*` key (world: the run's size, for the topology).
+// The [gossip] config section: every key declared once (src/parallel/gossip_spec.cpp).
+schema::Section<GossipOptions> gossipSection();
 void validateGossipOptions(const GossipOptions& o, int world);
 
 std::unique_ptr<Strategy> makeGossipStrategy(const StrategyContext& ctx, const GossipOptions& o);

@@ -23,18 +23,21 @@
 
 #include <memory>
 
+#include "lowcomm/base/schema.h"
 #include "lowcomm/parallel/strategy.h"
 
 namespace lowcomm::parallel {
 
 struct LocalSgdOptions {
   int64_t period = 4;              // local steps between averagings (>= 1)
-  int64_t start_step = 0;          // global DDP steps first (post-local SGD)
+  schema::RunSteps start_step = 0; // global DDP steps first (post-local SGD); a fraction is resolved by the factory
   bool average_optimizer = false;  // average the optimizer's moments too (SGD momentum, Adam(W) moments)
   bool hierarchical = false;       // DDP inside each node every step; averaging across nodes
 };
 
 // Throws ConfigError naming the `local_sgd.*` key.
+// The [local_sgd] config section: every key declared once (src/parallel/local_sgd_spec.cpp).
+schema::Section<LocalSgdOptions> localSgdSection();
 void validateLocalSgdOptions(const LocalSgdOptions& o);
 
 std::unique_ptr<Strategy> makeLocalSgdStrategy(const StrategyContext& ctx, const LocalSgdOptions& o);

@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "lowcomm/base/schema.h"
 #include "lowcomm/parallel/strategy.h"
 
 namespace lowcomm::parallel {
@@ -54,6 +55,8 @@ struct SspOptions {
 };
 
 // Throws ConfigError naming `ssp.staleness`.
+// The [ssp] config section: every key declared once (src/parallel/ssp_spec.cpp).
+schema::Section<SspOptions> sspSection();
 void validateSspOptions(const SspOptions& o);
 
 std::unique_ptr<Strategy> makeSspStrategy(const StrategyContext& ctx, const SspOptions& o);

@@ -3,7 +3,8 @@
 // files; a strategy owns its communicators, what happens around backward and the optimizer
 // step, its state in the checkpoint and its block of the summary. A new strategy is a class
 // implementing this interface in src/parallel plus one line in the trainer's registry
-// (src/train/strategies.cpp).
+// (a StrategySpec beside it, lowcomm/parallel/strategy_spec.h). The methods every strategy
+// needs are pure; the rest have defaults meaning "none".
 //
 // One optimizer step, as the trainer drives it:
 //   label = beginStep(step)               transitions due before this step; its phase label
@@ -99,14 +100,15 @@ class Strategy {
   // The strategy's own checkpoint section; null writer/reader: it has none.
   virtual std::function<void(torch::serialize::OutputArchive&)> stateWriter() { return nullptr; }
   virtual std::function<void(torch::serialize::InputArchive&)> stateReader() { return nullptr; }
-  // The gradient hook now in use: its state goes into checkpoints, its ratio into step records.
-  virtual BucketHook& hook() = 0;
+  // The gradient hook now in use: its state goes into checkpoints, its ratio into step records;
+  // null: the strategy sends no gradient through a hook (ratio 1, no hook state).
+  virtual BucketHook* hook() { return nullptr; }
   // The communicator whose ranks hold identical weights now (checked on resume); null: none must.
-  virtual comm::Communicator* replicas() = 0;
+  virtual comm::Communicator* replicas() { return nullptr; }
 
   // Communication statistics over the whole run (every DDP instance the strategy built).
-  virtual DdpStats stats() const = 0;
-  virtual size_t buckets() const = 0;
+  virtual DdpStats stats() const { return {}; }
+  virtual size_t buckets() const { return 0; }
   // Bytes of gradient and parameter buffers the strategy holds now besides the model's own
   // parameters, their .grad and the optimizer's state (DDP's buckets, ZeRO's shards); 0: none
   // reported.

@@ -39,11 +39,11 @@ std::string checkpointFile(const std::string& dir, int64_t step, int rank);
 using SectionWriter = std::function<void(torch::serialize::OutputArchive&)>;
 using SectionReader = std::function<void(torch::serialize::InputArchive&)>;
 void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                    const TrainState& state, const parallel::BucketHook& hook, const SectionWriter& strategy = nullptr);
+                    const TrainState& state, const parallel::BucketHook* hook, const SectionWriter& strategy = nullptr);
 // DataError naming the file if it has no strategy section.
 void loadStrategySection(const std::string& path, const SectionReader& read);
 TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                          parallel::BucketHook& hook);
+                          parallel::BucketHook* hook);
 
 // The {dp, tp, pp[, order]} grid a checkpoint was written under (empty for a checkpoint that predates
 // grids); DataError naming the file if it is not a lowcomm checkpoint.
