@@ -11,8 +11,11 @@ namespace {
 
 std::string num(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
   char buf[32];
+  if (v == std::floor(v) && std::fabs(v) < 1e20) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
