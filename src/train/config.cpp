@@ -456,8 +456,8 @@ void validate(const TrainConfig& c, const std::string& where) {
     bad(where, "strategy.zero", "reduce-scatters plain f32 gradients: it needs compress.codec = \"none\", not \"" +
                                     c.compress.codec + "\"");
   validateParallel(c, where);
-  oneOf(where, "comm.algo", c.comm.algo, {"auto", "ring", "hd", "hier", "rails", "ordered", "shm"});
-  oneOf(where, "comm.allgather", c.comm.allgather, {"auto", "ring", "hier"});
+  oneOf(where, "comm.algo", c.comm.algo, comm::algorithmChoices(comm::Op::allreduce));
+  oneOf(where, "comm.allgather", c.comm.allgather, comm::algorithmChoices(comm::Op::allgather));
   oneOf(where, "comm.shm", c.comm.shm, {"auto", "on", "off"});
   if (!(c.checkpoint.every_minutes >= 0 && c.checkpoint.every_minutes <= 1e6))
     bad(where, "checkpoint.every_minutes", "must be in [0, 1e6] (0 = off)");
