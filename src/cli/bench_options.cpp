@@ -26,8 +26,8 @@ std::vector<std::string> splitList(const std::string& s) {
 std::vector<std::string> algosFor(const std::string& op, const std::vector<std::string>& algos) {
   std::vector<std::string> out;
   for (const auto& a : algos) {
-    const bool broadcast_only = a == "tree" || a == "chain";
-    if (op == "allreduce" ? !broadcast_only
+    // "ina" (in-network aggregation) is the simulator's allreduce, not an algorithm of the table.
+    if (op == "allreduce" ? a == "ina" || comm::algoRuns(comm::Op::allreduce, comm::parseAlgo(a))
                           : (op == "broadcast" || op == "allgather") && a != "auto" && a != "ina" &&
                                 comm::algoRuns(op, comm::parseAlgo(a)))
       out.push_back(a);

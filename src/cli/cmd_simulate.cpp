@@ -65,9 +65,16 @@ int simulateCollectives(int argc, char** argv) {
   app.add_option("--setting", setting, "NODESxPROCS@RATE, as bench/e2e: 4x1@100mbit, 2x2@1gbit")->capture_default_str();
   app.add_option("--sizes", sizes, "LO:HI (powers of two) or a list, e.g. 4B:256MiB or 4B,64MiB")->capture_default_str();
   app.add_option("--ops", ops, "allreduce,allgather,broadcast,reduce_scatter,alltoall,barrier")->capture_default_str();
+  auto listed = [](const std::string& op) {  // from the algorithm table
+    std::string out;
+    for (const auto& a : sim::simulatedAlgorithms(op)) out += (out.empty() ? "" : ",") + a;
+    return out;
+  };
   app.add_option("--algos", algos,
-                 "allreduce algorithms: ring,hd,hier,rails,ordered, and ina (in-network aggregation: the star's switch "
-                 "sums; a node's ranks sum in its memory first); broadcast: tree,chain (none listed: tree); allgather: ring,hier (none listed: ring)")
+                 "allreduce algorithms: " + listed("allreduce") +
+                     ", and ina (in-network aggregation: the star's switch sums; a node's ranks sum in its memory "
+                     "first); broadcast: " + listed("broadcast") + " (none listed: tree); allgather: " +
+                     listed("allgather") + " (none listed: ring)")
       ->capture_default_str();
   app.add_option("--topology", topology,
                  "star (the emulated cluster's), or rail (rail-optimised: a NIC per rank on rail switch = local rank)")

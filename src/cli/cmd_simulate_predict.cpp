@@ -14,6 +14,7 @@
 #include "cli_util.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/sim/calibrate.h"
+#include "lowcomm/sim/collectives.h"
 #include "lowcomm/sim/predict.h"
 #include "lowcomm/train/checkpoint.h"
 #include "lowcomm/train/config.h"
@@ -80,7 +81,13 @@ int simulatePredict(int argc, char** argv) {
                  "hier allreduce: each node's part in shared memory in pieces of this many bytes, as the communicator "
                  "with comm.shm = auto (0: over TCP, comm.shm = off)")
       ->capture_default_str();
-  app.add_option("--algo", po.algo, "allreduce algorithm: auto, recorded, ring, hd, hier or rails (allgather: ring, hier or recorded as named, else automatic)")->capture_default_str();
+  std::string allreduces, allgathers;  // from the algorithm table
+  for (const auto& a : sim::simulatedAlgorithms("allreduce")) allreduces += ", " + a;
+  for (const auto& a : sim::simulatedAlgorithms("allgather")) allgathers += a + ", ";
+  app.add_option("--algo", po.algo,
+                 "allreduce algorithm: auto, recorded" + allreduces + " (allgather: " + allgathers +
+                     "or recorded as named, else automatic)")
+      ->capture_default_str();
   app.add_flag("--ina", base.in_network_aggregation,
                "in-network aggregation: the switches sum every allreduce over several nodes (star: SwitchML-like; fat-tree: leaves and spines, ATP-like; a node's ranks sum in its memory first where they are contiguous)");
   app.add_option("--groups", po.groups,

@@ -1,39 +1,15 @@
-// Allreduce and broadcast algorithm selection: a small alpha-beta cost table, overridden by options.
+// Allreduce, broadcast and allgather algorithm selection: a small alpha-beta cost table,
+// overridden by options; the algorithms and their needs come from the algorithm table.
 #include <cstdint>
 
 #include "lowcomm/base/error.h"
-#include "lowcomm/comm/communicator.h"
+#include "lowcomm/comm/algorithm_table.h"
 #include "lowcomm/comm/algorithms.h"
+#include "lowcomm/comm/communicator.h"
 #include "lowcomm/comm/selector.h"
 #include "lowcomm/comm/tuned_table.h"
 
 namespace lowcomm::comm {
-
-const char* algoName(Algo a) {
-  switch (a) {
-    case Algo::automatic: return "auto";
-    case Algo::ring: return "ring";
-    case Algo::halving_doubling: return "hd";
-    case Algo::hierarchical: return "hier";
-    case Algo::ordered: return "ordered";
-    case Algo::shm: return "shm";
-    case Algo::tree: return "tree";
-    case Algo::pairwise: return "pairwise";
-    case Algo::rails: return "rails";
-    case Algo::chain: return "chain";
-  }
-  return "?";
-}
-
-Algo parseAlgo(const std::string& s) {
-  for (Algo a : {Algo::automatic, Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::ordered,
-                 Algo::shm, Algo::tree, Algo::pairwise, Algo::rails, Algo::chain})
-    if (s == algoName(a)) return a;
-  if (s == "halving_doubling" || s == "rabenseifner") return Algo::halving_doubling;
-  if (s == "hierarchical") return Algo::hierarchical;
-  if (s == "deterministic") return Algo::ordered;
-  throw ConfigError("unknown algorithm '" + s + "' (expected auto, ring, hd, hier, rails, ordered or shm; broadcast: tree or chain)");
-}
 
 ShmMode parseShmMode(const std::string& s) {
   if (s == "auto") return ShmMode::automatic;
@@ -62,11 +38,12 @@ Algo Communicator::chooseAllreduce(size_t bytes, Algo forced) const {
   if (opts_.deterministic) return shm_ok ? Algo::shm : Algo::ordered;
   if (forced == Algo::automatic) forced = opts_.allreduce_algo;
   if (forced != Algo::automatic) {
-    if (!algoRuns("allreduce", forced))
+    if (!algoRuns(Op::allreduce, forced))
       throw ConfigError(std::string("algorithm '") + algoName(forced) + "' cannot run allreduce");
-    if (forced == Algo::shm && !shm_ok)
-      throw ConfigError(opts_.shm == ShmMode::off ? "algorithm 'shm' requested but shared memory is off"
-                                                  : "algorithm 'shm' needs every rank on this host (same network namespace)");
+    if (algorithmSpec(forced).needs == Needs::one_host && !shm_ok)
+      throw ConfigError(std::string("algorithm '") + algoName(forced) +
+                        (opts_.shm == ShmMode::off ? "' requested but shared memory is off"
+                                                   : "' needs every rank on this host (same network namespace)"));
     return forced;
   }
   if (shm_ok && size_ > 1) return Algo::shm;
@@ -78,7 +55,7 @@ Algo Communicator::chooseAllreduce(size_t bytes, Algo forced) const {
 }
 
 Algo autoAllreduce(size_t bytes, int world, int group_size) {
-  if (group_size > 1 && group_size < world) return Algo::hierarchical;
+  if (grouped(world, group_size)) return Algo::hierarchical;
   for (const auto& rule : kAllreduceTable)
     if (bytes <= rule.max_bytes) return rule.algo;
   return Algo::ring;
@@ -92,18 +69,7 @@ Algo autoBroadcast(size_t bytes, int world, size_t seg_bytes) {
 }
 
 Algo autoAllgather(int world, int group_size) {
-  return group_size > 1 && group_size < world ? Algo::hierarchical : Algo::ring;
-}
-
-bool algoRuns(const std::string& op, Algo a) {
-  if (a == Algo::automatic) return true;
-  if (op == "allreduce")
-    return a == Algo::ring || a == Algo::halving_doubling || a == Algo::hierarchical || a == Algo::rails ||
-           a == Algo::ordered || a == Algo::shm;
-  if (op == "broadcast") return a == Algo::tree || a == Algo::chain;
-  if (op == "allgather" || op == "allgatherv") return a == Algo::ring || a == Algo::hierarchical;
-  if (op == "alltoall") return a == Algo::pairwise;
-  return false;
+  return grouped(world, group_size) ? Algo::hierarchical : Algo::ring;
 }
 
 }  // namespace lowcomm::comm

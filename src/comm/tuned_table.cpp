@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/comm/algorithm_table.h"
 #include "lowcomm/comm/exchange.h"
 #include "lowcomm/comm/selector.h"
 
@@ -29,11 +30,10 @@ TunedTable TunedTable::fromRules(std::vector<TunedRule> rules, const std::string
     r.group_size = shapeGroup(r.group_size);
     if (r.world < 1 || r.world > kMaxRanks)
       throw ConfigError(where + ": " + ruleName(r) + ": world must be in [1, " + std::to_string(kMaxRanks) + "]");
-    if (r.algo == Algo::automatic || r.algo == Algo::shm || !algoRuns("allreduce", r.algo))
+    if (!networkAllreduce(r.algo))
       throw ConfigError(where + ": " + ruleName(r) + ": algorithm '" + algoName(r.algo) +
-                        "' is not a network allreduce (ring, hd, hier, rails, ordered)");
-    const bool grouped = r.group_size > 1 && r.group_size < r.world;
-    if ((r.algo == Algo::hierarchical || r.algo == Algo::rails) && !grouped)
+                        "' is not a network allreduce (" + networkAllreduceNames() + ")");
+    if (!shapeFits(r.algo, r.world, r.group_size))
       throw ConfigError(where + ": " + ruleName(r) + ": " + algoName(r.algo) +
                         " needs groups of several ranks and more than one group");
   }

@@ -10,17 +10,19 @@
 #include <map>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/comm/algorithm_table.h"
+#include "lowcomm/sim/collectives.h"
 
 namespace lowcomm::sim {
 
 namespace {
 
+// Rows of the ops the calibration fits (a barrier moves no bytes) whose algorithm the simulator
+// runs as itself (the algorithm table).
 bool simulated(const std::string& op, const std::string& algo) {
-  if (op == "allreduce") return algo == "ring" || algo == "hd" || algo == "hier" || algo == "rails" || algo == "ordered";
-  if (op == "broadcast") return algo == "tree" || algo == "chain";
-  if (op == "alltoall") return algo == "pairwise";
-  if (op == "allgather") return algo == "ring" || algo == "hier";
-  return op == "reduce_scatter" && algo == "ring";
+  if (op == "barrier" || op == "allgatherv" || !comm::opNamed(op)) return false;
+  const auto algos = simulatedAlgorithms(op);
+  return std::find(algos.begin(), algos.end(), algo) != algos.end();
 }
 
 // Minimum of f on [lo, hi] (unimodal), golden-section search.

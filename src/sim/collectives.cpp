@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "engine.h"
 #include "ina.h"
 #include "isolated.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/comm/algorithm_table.h"
 #include "lowcomm/comm/algorithms.h"
 #include "run_call.h"
 #include "sim_exchange.h"
@@ -16,17 +18,19 @@
 namespace lowcomm::sim {
 
 namespace sg4 = simgrid::s4u;
-using comm::Algo;
 
 std::vector<std::string> simulatedAlgorithms(const std::string& op) {
-  if (op == "allreduce") return {"ring", "hd", "hier", "rails", "ordered"};
-  if (op == "allgather") return {"ring", "hier"};
-  if (op == "reduce_scatter") return {"ring"};
-  if (op == "broadcast") return {"tree", "chain"};
-  if (op == "alltoall") return {"pairwise"};
-  if (op == "barrier") return {"dissemination"};
-  throw ConfigError("simulate: unknown collective '" + op +
-                    "' (known: allreduce, allgather, reduce_scatter, broadcast, alltoall, barrier)");
+  const auto o = op == "allgatherv" ? std::nullopt : comm::opNamed(op);
+  if (!o) {
+    std::string known;
+    for (int i = 0; i < static_cast<int>(comm::Op::kCount); ++i)
+      known += std::string(i ? ", " : "") + comm::opName(static_cast<comm::Op>(i));
+    throw ConfigError("simulate: unknown collective '" + op + "' (known: " + known + ")");
+  }
+  std::vector<std::string> out;
+  for (const auto& row : comm::algorithmTable())
+    if (row.runsOp(*o) && row.simulated()) out.push_back(row.name);
+  return out;
 }
 
 namespace {
@@ -36,11 +40,15 @@ void checkSpec(const PlatformSpec& p, const CollectiveSpec& s) {
   const size_t es = comm::dtypeSize(s.dtype);
   if (s.op == "allreduce" || s.op == "allgather") {
     const std::string a = comm::algoName(s.algo);
-    if (std::find(algos.begin(), algos.end(), a) == algos.end())
-      throw ConfigError("simulate: " + s.op + " algorithm '" + a + "' is not simulated (known: " +
-                        (s.op == "allreduce" ? "ring, hd, hier, rails, ordered)" : "ring, hier)"));
+    if (std::find(algos.begin(), algos.end(), a) == algos.end()) {
+      std::string known;
+      for (const auto& k : algos) known += (known.empty() ? "" : ", ") + k;
+      throw ConfigError("simulate: " + s.op + " algorithm '" + a + "' is not simulated (known: " + known + ")");
+    }
     const int group = s.group_size > 0 ? s.group_size : p.ppn;
-    if ((s.algo == Algo::hierarchical || s.algo == Algo::rails) && (group < 2 || group >= p.world() || p.world() % group != 0))
+    // The simulator's groups are its nodes: they must split the world evenly.
+    if (!comm::shapeFits(s.algo, p.world(), group) ||
+        (comm::algorithmSpec(s.algo).needs == comm::Needs::groups && p.world() % group != 0))
       throw ConfigError("simulate: " + a + " needs a group size that divides the world and is between 2 and world - 1 (group " +
                         std::to_string(group) + ", world " + std::to_string(p.world()) + ")");
   }

@@ -3,32 +3,40 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/dtype.h"
 #include "lowcomm/comm/exchange.h"
 #include "lowcomm/comm/selector.h"
+#include "lowcomm/sim/collectives.h"
 
 namespace lowcomm::sim {
 
 namespace {
 
-comm::Algo allreduceAlgo(const CallSpec& c, int members, const PlatformSpec& p, const std::string& algo) {
-  if (algo == "recorded") return c.algo;
-  if (algo == "ring") return comm::Algo::ring;
-  if (algo == "hd") return comm::Algo::halving_doubling;
-  if (algo == "hier") return comm::Algo::hierarchical;
-  if (algo == "rails") return comm::Algo::rails;
-  if (algo == "auto") return comm::autoAllreduce(c.bytes, members, p.ppn);
-  throw ConfigError("simulate predict: --algo '" + algo + "': expected auto, recorded, ring, hd, hier or rails");
+// The algorithm of `op` the simulator runs as itself named `algo` (the algorithm table), if any.
+std::optional<comm::Algo> simulatedNamed(const std::string& op, const std::string& algo) {
+  const auto algos = simulatedAlgorithms(op);
+  if (std::find(algos.begin(), algos.end(), algo) == algos.end()) return std::nullopt;
+  return comm::parseAlgo(algo);
 }
 
-// Allgather(v) under --algo: ring and hier as asked, recorded as recorded, else the automatic choice.
+comm::Algo allreduceAlgo(const CallSpec& c, int members, const PlatformSpec& p, const std::string& algo) {
+  if (algo == "recorded") return c.algo;
+  if (algo == "auto") return comm::autoAllreduce(c.bytes, members, p.ppn);
+  if (const auto a = simulatedNamed("allreduce", algo)) return *a;
+  std::string known;
+  for (const auto& k : simulatedAlgorithms("allreduce")) known += ", " + k;
+  throw ConfigError("simulate predict: --algo '" + algo + "': expected auto, recorded" + known);
+}
+
+// Allgather(v) under --algo: its simulated algorithms as asked, recorded as recorded, else the
+// automatic choice.
 comm::Algo allgatherAlgo(const CallSpec& c, int members, const PlatformSpec& p, const std::string& algo) {
   if (algo == "recorded") return c.algo;
-  if (algo == "ring") return comm::Algo::ring;
-  if (algo == "hier") return comm::Algo::hierarchical;
+  if (const auto a = simulatedNamed("allgather", algo)) return *a;
   return comm::autoAllgather(members, p.ppn);
 }
 

@@ -9,6 +9,7 @@
 #include "ina.h"
 #include "sim_node.h"
 #include "lowcomm/base/error.h"
+#include "lowcomm/comm/algorithm_table.h"
 #include "lowcomm/comm/algorithms.h"
 #include "lowcomm/comm/communicator.h"
 
@@ -26,34 +27,55 @@ bool groupsOnOneNode(SimNetwork& net, const comm::Group& g, int gs) {
   return true;
 }
 
+// The allreduce through the algorithm table: the row's simulator twin (itself, or the ring for
+// shared memory, which is not simulated: its calls run on the node's loopback).
 void allreduce(SimExchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf,
                comm::Scratch& scratch) {
-  const size_t count = c.bytes / comm::dtypeSize(c.dtype);
-  switch (c.algo) {
-    case Algo::halving_doubling:
-      comm::allreduceHalvingDoubling(ex, g, buf, count, c.dtype, comm::ReduceOp::sum, 0, scratch);
-      break;
-    case Algo::hierarchical: {
-      const int gs = c.group_size > 0 ? c.group_size : default_group;
-      if (runsInNodeMemory(ex.network(), g, c, default_group)) {  // the node's part in its shared memory
-        SimNode node(ex, g, gs, c.node_piece);
-        comm::allreduceHierarchicalNode(ex, g, gs, node, buf, count, c.dtype, comm::ReduceOp::sum, c.segment_bytes,
-                                        scratch);
-      } else {
-        comm::allreduceHierarchical(ex, g, gs, buf, count, c.dtype, comm::ReduceOp::sum, c.segment_bytes, scratch);
-      }
-      break;
-    }
-    case Algo::rails:
-      comm::allreduceRails(ex, g, c.group_size > 0 ? c.group_size : default_group, buf, count, c.dtype,
-                           comm::ReduceOp::sum, c.segment_bytes, scratch);
-      break;
-    case Algo::ordered:
-      comm::allreduceOrdered(ex, g, buf, count, c.dtype, comm::ReduceOp::sum, c.segment_bytes, scratch);
-      break;
-    default:  // ring; shared memory (shm) is not simulated: its calls run as a ring on the node's loopback
-      comm::allreduceRing(ex, g, buf, count, c.dtype, comm::ReduceOp::sum, c.segment_bytes, 0, scratch);
+  if (c.algo == Algo::automatic || !comm::algoRuns(comm::Op::allreduce, c.algo))
+    throw ConfigError(std::string("simulate: algorithm '") + comm::algoName(c.algo) + "' cannot run allreduce");
+  const comm::AlgorithmSpec& spec = comm::algorithmSpec(comm::algorithmSpec(c.algo).sim);
+  comm::AllreduceOptions o;
+  o.buf = buf;
+  o.count = c.bytes / comm::dtypeSize(c.dtype);
+  o.dt = c.dtype;
+  o.op = comm::ReduceOp::sum;
+  o.segment_bytes = c.segment_bytes;
+  o.group_size = c.group_size > 0 ? c.group_size : default_group;
+  o.scratch = &scratch;
+  if (runsInNodeMemory(ex.network(), g, c, default_group)) {  // hier's node part in its shared memory
+    SimNode node(ex, g, o.group_size, c.node_piece);
+    o.node = &node;
+    spec.runs.allreduce_fn(ex, g, o);
+  } else {
+    spec.runs.allreduce_fn(ex, g, o);
   }
+}
+
+// Allgather(v) and broadcast through the algorithm table: the twin of the call's algorithm, or,
+// when that does not run the op (a spec that names none: CollectiveSpec's ring for a
+// broadcast), the op's first row (comm::defaultAlgorithm: the ring, the tree).
+const comm::AlgorithmSpec& simulatedRow(Algo a, comm::Op op) {
+  const Algo run = a != Algo::automatic && comm::algoRuns(op, a) ? a : comm::defaultAlgorithm(op);
+  return comm::algorithmSpec(comm::algorithmSpec(run).sim);
+}
+
+void allgather(SimExchange& ex, const comm::Group& g, const CallSpec& c, int default_group, char* buf,
+               const std::vector<size_t>& off) {
+  comm::AllgatherOptions o;
+  o.buf = buf;
+  o.off_bytes = &off;
+  o.segment_bytes = c.segment_bytes;
+  o.group_size = c.group_size > 0 ? c.group_size : default_group;
+  simulatedRow(c.algo, comm::Op::allgather).runs.allgather_fn(ex, g, o);
+}
+
+void broadcast(SimExchange& ex, const comm::Group& g, const CallSpec& c, char* buf) {
+  comm::BroadcastOptions o;
+  o.buf = buf;
+  o.bytes = c.bytes;
+  o.root = c.root;
+  o.segment_bytes = c.segment_bytes;
+  simulatedRow(c.algo, comm::Op::broadcast).runs.broadcast_fn(ex, g, o);
 }
 
 bool spansNodes(SimNetwork& net, const comm::Group& g) {
@@ -121,24 +143,29 @@ void runCall(SimExchange& ex, const comm::Group& g, const CallSpec& c, int defau
                     std::to_string(n));
       for (int i = 0; i < n; ++i) off[i + 1] = off[i] + c.rank_bytes[i];
     }
-    if (c.algo == Algo::hierarchical)
-      comm::allgatherHierarchical(ex, g, c.group_size > 0 ? c.group_size : default_group, buf, off, c.segment_bytes);
-    else
-      comm::ringAllgather(ex, g, buf, off, c.segment_bytes, 0);
+    allgather(ex, g, c, default_group, buf, off);
   } else if (c.op == "reduce_scatter") {
     const size_t per = c.bytes / es / n;
     std::vector<size_t> off(n + 1);
     for (int i = 0; i <= n; ++i) off[i] = per * i;
-    comm::ringReduceScatter(ex, g, buf, off, c.dtype, comm::ReduceOp::sum,
-                            comm::segmentElems(c.segment_bytes, es, per), 0,
-                            scratch.get(comm::ringScratchBytes(off, es)));
+    comm::ReduceScatterOptions o;  // the ring: reduce_scatter's one algorithm
+    o.buf = buf;
+    o.off = &off;
+    o.dt = c.dtype;
+    o.op = comm::ReduceOp::sum;
+    o.seg_elems = comm::segmentElems(c.segment_bytes, es, per);
+    o.tmp = scratch.get(comm::ringScratchBytes(off, es));
+    comm::ringReduceScatter(ex, g, o);
   } else if (c.op == "broadcast") {
-    if (c.algo == comm::Algo::chain) comm::broadcastChain(ex, g, buf, c.bytes, c.root, c.segment_bytes, 0);
-    else comm::broadcastTree(ex, g, buf, c.bytes, c.root, c.segment_bytes, 0);
+    broadcast(ex, g, c, buf);
   } else if (c.op == "alltoall") {
-    comm::alltoallPairwise(ex, g, buf, out, c.bytes / n, 0);
+    comm::AlltoallOptions o;  // pairwise: alltoall's one algorithm
+    o.send = buf;
+    o.recv = out;
+    o.block_bytes = c.bytes / n;
+    comm::alltoallPairwise(ex, g, o);
   } else if (c.op == "barrier") {
-    comm::barrierDissemination(ex, g, 0);
+    comm::barrierDissemination(ex, g, comm::BarrierOptions{});
   } else {
     throw ConfigError("simulate: collective '" + c.op + "' is not simulated");
   }

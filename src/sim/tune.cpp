@@ -6,6 +6,7 @@
 #include <string>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/comm/algorithm_table.h"
 #include "lowcomm/comm/selector.h"
 #include "lowcomm/sim/collectives.h"
 
@@ -14,13 +15,12 @@ namespace lowcomm::sim {
 namespace {
 
 std::vector<comm::Algo> candidatesFor(const PlatformSpec& p, const std::vector<comm::Algo>& algos) {
-  const bool grouped = p.ppn > 1 && p.nodes > 1;
   std::vector<comm::Algo> out;
   for (comm::Algo a : algos) {
-    if (a == comm::Algo::automatic || a == comm::Algo::shm || !comm::algoRuns("allreduce", a))
-      throw ConfigError(std::string("simulate tune: '") + comm::algoName(a) +
-                        "' is not a network allreduce (ring, hd, hier, rails, ordered)");
-    if ((a == comm::Algo::hierarchical || a == comm::Algo::rails) && !grouped) continue;
+    if (!comm::networkAllreduce(a))
+      throw ConfigError(std::string("simulate tune: '") + comm::algoName(a) + "' is not a network allreduce (" +
+                        comm::networkAllreduceNames() + ")");
+    if (!comm::shapeFits(a, p.world(), p.ppn)) continue;
     if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
   }
   if (out.empty()) throw ConfigError("simulate tune: no candidate algorithm runs on this platform's shape");

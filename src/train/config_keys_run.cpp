@@ -1,5 +1,6 @@
 // The keys of the run's plumbing sections: [comm], [logging], [checkpoint].
 #include "config_schema.h"
+#include "lowcomm/comm/algorithm_table.h"
 
 namespace lowcomm::train {
 
@@ -13,9 +14,9 @@ schema::Section<CommConfig> commSection() {
   using O = CommConfig;
   schema::Section<O> s("comm", "the collectives: algorithms, transport, checks");
   s.integer("timeout_s", &O::timeout_s, 1, kMaxTimeoutS, "a peer silent this long is an error (never a hang)")
-      .choice("algo", &O::algo, {"auto", "ring", "hd", "hier", "rails", "ordered", "shm"},
+      .choice("algo", &O::algo, comm::algorithmChoices(comm::Op::allreduce),
               "allreduce algorithm; auto = the selector (docs/collectives)")
-      .choice("allgather", &O::allgather, {"auto", "ring", "hier"}, "allgather(v) algorithm (sparse codecs, ZeRO)")
+      .choice("allgather", &O::allgather, comm::algorithmChoices(comm::Op::allgather), "allgather(v) algorithm (sparse codecs, ZeRO)")
       .text("tuning", &O::tuning, "a `lowcomm simulate tune` file the automatic allreduce follows")
       .choice("shm", &O::shm, {"auto", "on", "off"}, "shared memory between the ranks of a node")
       .flag("deterministic", &O::deterministic, "reductions in a fixed order: bit-identical runs")

@@ -295,6 +295,18 @@ TEST(SimCollectives, ReductionsCostTime) {
   EXPECT_GT(simulateCollective(p, s).time_s, fast * 1.2);
 }
 
+// Read from the algorithm table; the lists as they were written by hand before it.
+TEST(SimCollectives, SimulatedAlgorithmsComeFromTheTable) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(simulatedAlgorithms("allreduce"), (V{"ring", "hd", "hier", "rails", "ordered"}));
+  EXPECT_EQ(simulatedAlgorithms("allgather"), (V{"ring", "hier"}));
+  EXPECT_EQ(simulatedAlgorithms("reduce_scatter"), (V{"ring"}));
+  EXPECT_EQ(simulatedAlgorithms("broadcast"), (V{"tree", "chain"}));
+  EXPECT_EQ(simulatedAlgorithms("alltoall"), (V{"pairwise"}));
+  EXPECT_EQ(simulatedAlgorithms("barrier"), (V{"dissemination"}));
+  EXPECT_THROW(simulatedAlgorithms("gather"), ConfigError);
+}
+
 TEST(SimCollectives, BadInputIsAConfigErrorNamingIt) {
   const auto p = star(4, 1, 1);
   auto expectError = [&](const CollectiveSpec& s, const std::string& needle) {

@@ -25,32 +25,86 @@ size_t segmentElems(size_t segment_bytes, size_t es, size_t max_chunk_elems);
 // posted (its TCP pairs rendezvous per message), so early posting removes a round trip per
 // message and keeps the pipeline full.
 
-// Ring reduce-scatter: chunk c of buf (elements [off[c], off[c+1])) ends reduced on member c.
-// `tmp` holds ringScratchBytes() bytes. Sends may still be pending on return (ex.waitAll()).
-size_t ringScratchBytes(const std::vector<size_t>& off, size_t es);
-void ringReduceScatter(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off, DType dt,
-                       ReduceOp op, size_t seg_elems, uint32_t sub, char* tmp);
-
-// Ring allgather: member c's block (bytes [off[c], off[c+1]) of buf) ends on every member.
-// Receives can be posted early (postRingAllgather) when the caller knows no earlier step still
-// reads the regions they land in; ringAllgather then uses them.
+class NodeMemory;
 using Posted = std::vector<std::vector<int>>;
-Posted postRingAllgather(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off_bytes,
-                         size_t seg_bytes, uint32_t sub);
-void ringAllgather(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off_bytes,
-                   size_t seg_bytes, uint32_t sub, const Posted* posted = nullptr);
+
+// One options struct per operation (as Gloo's AllreduceOptions): the buffers of one call and how
+// to run it. An algorithm ignores the fields it does not read; pointers are not owned.
+
+// Allreduce of `count` elements of `buf` in place.
+struct AllreduceOptions {
+  char* buf = nullptr;
+  size_t count = 0;
+  DType dt = DType::f32;
+  ReduceOp op = ReduceOp::sum;
+  size_t segment_bytes = 0;    // pipelining granularity (ring, hier, rails, ordered): must be > 0 for them
+  int group_size = 0;          // hier, rails: ranks per group (contiguous members of g)
+  uint32_t sub = 0;            // ring (uses sub and sub + 1), hd; the others use the fixed subs below
+  Scratch* scratch = nullptr;  // required
+  NodeMemory* node = nullptr;  // hier: this rank's group's shared memory (the node version); nullptr: TCP
+};
+
+// Reduce-scatter over chunks: chunk c of buf (elements [(*off)[c], (*off)[c+1])) ends reduced on
+// member c.
+struct ReduceScatterOptions {
+  char* buf = nullptr;
+  const std::vector<size_t>* off = nullptr;  // n + 1 element offsets
+  DType dt = DType::f32;
+  ReduceOp op = ReduceOp::sum;
+  size_t seg_elems = 1;  // segmentElems()
+  uint32_t sub = 0;
+  char* tmp = nullptr;   // ringScratchBytes(*off, es) bytes
+};
+
+// Allgather(v): member c's block (bytes [(*off_bytes)[c], (*off_bytes)[c+1]) of buf) ends on
+// every member.
+struct AllgatherOptions {
+  char* buf = nullptr;
+  const std::vector<size_t>* off_bytes = nullptr;  // n + 1 byte offsets
+  size_t segment_bytes = 0;  // must be > 0
+  int group_size = 0;        // hier: ranks per group
+  uint32_t sub = 0;          // ring; hier uses subs 0..2
+  const Posted* posted = nullptr;  // ring: receives posted earlier by postRingAllgather
+};
+
+// Broadcast of `bytes` of buf from member `root`.
+struct BroadcastOptions {
+  char* buf = nullptr;
+  size_t bytes = 0;
+  int root = 0;
+  size_t segment_bytes = 0;  // must be > 0
+  uint32_t sub = 0;
+};
+
+// All-to-all: block j (block_bytes) of send goes to member j's recv block me.
+struct AlltoallOptions {
+  const char* send = nullptr;
+  char* recv = nullptr;
+  size_t block_bytes = 0;
+  uint32_t sub = 0;
+};
+
+struct BarrierOptions {
+  uint32_t sub = 0;
+};
+
+// Ring reduce-scatter. Sends may still be pending on return (ex.waitAll()).
+size_t ringScratchBytes(const std::vector<size_t>& off, size_t es);
+void ringReduceScatter(Exchange& ex, const Group& g, const ReduceScatterOptions& o);
+
+// Ring allgather. Receives can be posted early (postRingAllgather) when the caller knows no
+// earlier step still reads the regions they land in; ringAllgather then uses them (o.posted).
+Posted postRingAllgather(Exchange& ex, const Group& g, const AllgatherOptions& o);
+void ringAllgather(Exchange& ex, const Group& g, const AllgatherOptions& o);
 // Two-level allgather(v) (src/comm/algo/allgather_hierarchical.cpp): blocks gathered on each
 // group's leader, the leaders' ring over group blocks, then a broadcast inside each group; only
 // leaders cross group boundaries.
-void allgatherHierarchical(Exchange& ex, const Group& g, int group_size, char* buf,
-                           const std::vector<size_t>& off_bytes, size_t seg_bytes);  // uses subs 0..2
+void allgatherHierarchical(Exchange& ex, const Group& g, const AllgatherOptions& o);  // uses subs 0..2
 
-void allreduceRing(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
-                   size_t seg_bytes, uint32_t sub, Scratch& scratch);  // uses sub and sub+1
-void allreduceHalvingDoubling(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
-                              uint32_t sub, Scratch& scratch);
-void allreduceHierarchical(Exchange& ex, const Group& g, int group_size, char* buf, size_t count, DType dt,
-                           ReduceOp op, size_t seg_bytes, Scratch& scratch);  // uses subs 0..7
+void allreduceRing(Exchange& ex, const Group& g, const AllreduceOptions& o);  // uses sub and sub+1
+void allreduceHalvingDoubling(Exchange& ex, const Group& g, const AllreduceOptions& o);
+// With o.node, the group part runs in node memory (allreduceHierarchicalNode); else over `ex`.
+void allreduceHierarchical(Exchange& ex, const Group& g, const AllreduceOptions& o);  // uses subs 0..7
 
 // The memory the members of one group (a node) share, for allreduceHierarchicalNode: a
 // shared-memory segment in the communicator (src/comm/shm_node.h), host copies and a barrier in
@@ -64,7 +118,7 @@ class NodeMemory {
   // The leader's buf into every member's.
   virtual void broadcastFromLeader(char* buf, size_t count, DType dt) = 0;
 };
-// Two-level allreduce whose group part runs in `node` (this rank's group of `group_size`
+// Two-level allreduce whose group part runs in *o.node (this rank's group of o.group_size
 // contiguous members of g): only the group leaders use `ex`, for a ring over the leaders,
 // pipelined over nodePipelineChunks() chunks of the buffer (the group's sum of the next chunk and
 // the copy out of the previous one run during a chunk's ring).
@@ -74,9 +128,8 @@ static_assert(2 + 2 * kNodePipelineChunks <= 64, "each chunk's ring takes two of
 // Chunks of `bytes` for `leaders` group leaders: at least half a segment per leader and a segment
 // per chunk (each chunk's ring costs 2 (leaders - 1) steps of latency), at most kNodePipelineChunks.
 size_t nodePipelineChunks(size_t bytes, size_t seg_bytes, int leaders);
-void allreduceHierarchicalNode(Exchange& ex, const Group& g, int group_size, NodeMemory& node, char* buf,
-                               size_t count, DType dt, ReduceOp op, size_t seg_bytes,
-                               Scratch& scratch);  // uses subs 2..2 + 2 * kNodePipelineChunks - 1
+// Uses subs 2..2 + 2 * kNodePipelineChunks - 1.
+void allreduceHierarchicalNode(Exchange& ex, const Group& g, const AllreduceOptions& o);
 // What a node-memory step moves between this member's memory and the others', counted as
 // same-host traffic by both executors: `sent` what the others read of this member's memory, `got`
 // what it reads of theirs. The sum runs per piece of `piece_bytes` (the segment's unit), each
@@ -89,25 +142,19 @@ NodeBytes nodeReduceBytes(size_t count, size_t es, int n, int me, size_t piece_b
 NodeBytes nodeBroadcastBytes(size_t count, size_t es, int n, int me);
 // Per-rail two-level allreduce (src/comm/algo/allreduce_rails.cpp): every local rank crosses the
 // network with 1/group_size of the buffer.
-void allreduceRails(Exchange& ex, const Group& g, int group_size, char* buf, size_t count, DType dt, ReduceOp op,
-                    size_t seg_bytes, Scratch& scratch);  // uses subs 0..7
-void allreduceOrdered(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
-                      size_t seg_bytes, Scratch& scratch);  // uses subs 0..1
+void allreduceRails(Exchange& ex, const Group& g, const AllreduceOptions& o);  // uses subs 0..7
+void allreduceOrdered(Exchange& ex, const Group& g, const AllreduceOptions& o);  // uses subs 0..1
 
-
-// Segmented binomial-tree broadcast from member `root`.
-void broadcastTree(Exchange& ex, const Group& g, char* buf, size_t bytes, int root, size_t seg_bytes,
-                   uint32_t sub);
-// Pipelined chain broadcast from member `root` (src/comm/algo/broadcast_chain.cpp): segments of
+// Segmented binomial-tree broadcast from member o.root.
+void broadcastTree(Exchange& ex, const Group& g, const BroadcastOptions& o);
+// Pipelined chain broadcast from member o.root (src/comm/algo/broadcast_chain.cpp): segments of
 // chainSegmentBytes() stream down the members in rank order from the root, each link carrying
 // the buffer once; for bandwidth-bound sizes, where the tree's root sends it log2(n) times.
 inline constexpr size_t kChainMinSegment = 64 << 10;
 size_t chainSegmentBytes(size_t bytes, int n, size_t seg_bytes);
-void broadcastChain(Exchange& ex, const Group& g, char* buf, size_t bytes, int root, size_t seg_bytes,
-                    uint32_t sub);
-// Pairwise exchange: block j (block_bytes) of send goes to member j's recv block me.
-void alltoallPairwise(Exchange& ex, const Group& g, const char* send, char* recv, size_t block_bytes,
-                      uint32_t sub);
-void barrierDissemination(Exchange& ex, const Group& g, uint32_t sub);
+void broadcastChain(Exchange& ex, const Group& g, const BroadcastOptions& o);
+// Pairwise exchange.
+void alltoallPairwise(Exchange& ex, const Group& g, const AlltoallOptions& o);
+void barrierDissemination(Exchange& ex, const Group& g, const BarrierOptions& o);
 
 }  // namespace lowcomm::comm

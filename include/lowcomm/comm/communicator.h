@@ -23,16 +23,13 @@
 #include <vector>
 
 #include "lowcomm/base/trace.h"
+#include "lowcomm/comm/algorithm_table.h"
 #include "lowcomm/comm/dtype.h"
 #include "lowcomm/comm/traffic.h"
 #include "lowcomm/net/store.h"
 #include "lowcomm/net/transport.h"
 
 namespace lowcomm::comm {
-
-enum class Algo : uint8_t { automatic, ring, halving_doubling, hierarchical, ordered, shm, tree, pairwise, rails, chain };
-const char* algoName(Algo a);
-Algo parseAlgo(const std::string& s);  // "auto", "ring", "hd", "hier", "rails", "ordered", "shm", "tree", "chain", ...
 
 // Shared memory for allreduce when every rank is on this host (same host key, lowcomm/net/shm.h):
 // automatic uses it when available, on requires it (ConfigError otherwise), off never.
@@ -59,6 +56,8 @@ struct CommOptions {
   // before any collective, also in split() communicators; AuthError names a peer that cannot.
   // Empty: no pair authentication (ranks as threads of one process).
   std::string auth_token;
+
+  std::chrono::milliseconds rendezvousTimeout() const { return connect_timeout.count() > 0 ? connect_timeout : timeout; }
 };
 
 class Link;

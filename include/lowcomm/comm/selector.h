@@ -25,8 +25,4 @@ Algo autoBroadcast(size_t bytes, int world, size_t seg_bytes);
 // groups (each group's blocks cross the network once, through its leader), else the ring.
 Algo autoAllgather(int world, int group_size);
 
-// Whether algorithm `a` can run collective `op` ("allreduce", "allgather", "broadcast", ...);
-// automatic runs every op. The one list the communicator, bench and simulate check against.
-bool algoRuns(const std::string& op, Algo a);
-
 }  // namespace lowcomm::comm

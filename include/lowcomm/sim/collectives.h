@@ -18,7 +18,9 @@ namespace lowcomm::sim {
 
 struct CollectiveSpec {
   std::string op = "allreduce";  // allreduce | allgather | reduce_scatter | broadcast | alltoall | barrier
-  comm::Algo algo = comm::Algo::ring;  // allreduce: ring | hd | hier | rails | ordered; broadcast: chain, else the tree
+  // An algorithm of `op` the simulator runs (simulatedAlgorithms). Broadcast: one that does not
+  // run broadcast (this default) runs the tree (comm::defaultAlgorithm).
+  comm::Algo algo = comm::Algo::ring;
   size_t bytes = 1 << 20;        // the buffer (allreduce, broadcast, reduce_scatter input, allgather output,
                                  // alltoall send buffer) in bytes; a multiple of the element size
   comm::DType dtype = comm::DType::f32;

@@ -21,8 +21,10 @@ namespace lowcomm::sim {
 
 struct PredictOptions {
   // Allreduce algorithm at the new size: "auto" (what the communicator would choose there:
-  // comm::autoAllreduce with the node's ranks as groups), "recorded", "ring", "hd" or "hier".
-  // Allgather(v) calls take "recorded", "ring" or "hier" as named, else comm::autoAllgather.
+  // comm::autoAllreduce with the node's ranks as groups), "recorded", or an allreduce algorithm the
+  // simulator runs (simulatedAlgorithms("allreduce"): ring, hd, hier, rails, ordered).
+  // Allgather(v) calls take "recorded" or a simulated allgather algorithm (ring, hier) as named,
+  // else comm::autoAllgather.
   std::string algo = "auto";
   // Divides every recorded duration besides the collectives (compute, codecs): "what if the
   // ranks computed this much faster" (e.g. accelerators instead of this machine's cores).

@@ -16,8 +16,9 @@ class ShmDomain;
 // allreduce_shm.cpp.
 void shmReduce(ShmDomain& d, char* buf, size_t count, DType dt, ReduceOp op, bool all_out,
                std::chrono::steady_clock::time_point deadline);
-// Shared-memory allreduce (all ranks on one host); rank-ordered sums.
-void allreduceShm(ShmDomain& d, char* buf, size_t count, DType dt, ReduceOp op, TrafficMeter& meter,
-                  const std::string& phase, std::chrono::steady_clock::time_point deadline);
+// Shared-memory allreduce (all ranks on one host) of o.buf; rank-ordered sums. Reads o's buffer
+// fields only.
+void allreduceShm(ShmDomain& d, const AllreduceOptions& o, TrafficMeter& meter, const std::string& phase,
+                  std::chrono::steady_clock::time_point deadline);
 
 }  // namespace lowcomm::comm

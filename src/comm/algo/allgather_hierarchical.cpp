@@ -7,15 +7,18 @@
 #include <algorithm>
 
 #include "algorithms.h"
+#include "lowcomm/comm/algorithm_table.h"
 #include "lowcomm/comm/selector.h"
 
 namespace lowcomm::comm {
 
-void allgatherHierarchical(Exchange& ex, const Group& g, int group_size, char* buf, const std::vector<size_t>& off,
-                           size_t seg_bytes) {
+void allgatherHierarchical(Exchange& ex, const Group& g, const AllgatherOptions& opts) {
+  char* const buf = opts.buf;
+  const std::vector<size_t>& off = *opts.off_bytes;
+  const size_t seg_bytes = opts.segment_bytes;
   const int n = g.size();
   if (n == 1) return;
-  const int gs = std::max(1, std::min(group_size, n));
+  const int gs = std::max(1, std::min(opts.group_size, n));
   const int my_group = g.me / gs, first = my_group * gs;
   Group local;
   for (int i = first; i < std::min(n, first + gs); ++i) local.ranks.push_back(g.ranks[i]);
@@ -40,11 +43,21 @@ void allgatherHierarchical(Exchange& ex, const Group& g, int group_size, char* b
     }
     block_off.push_back(off[n]);
     leaders.me = my_group;
-    ringAllgather(ex, leaders, buf, block_off, seg_bytes, 1);
+    AllgatherOptions ring;
+    ring.buf = buf;
+    ring.off_bytes = &block_off;
+    ring.segment_bytes = seg_bytes;
+    ring.sub = 1;
+    ringAllgather(ex, leaders, ring);
   }
   // 3. The whole buffer inside the group, as the automatic broadcast would send it.
-  if (autoBroadcast(off[n], m, seg_bytes) == Algo::chain) broadcastChain(ex, local, buf, off[n], 0, seg_bytes, 2);
-  else broadcastTree(ex, local, buf, off[n], 0, seg_bytes, 2);
+  BroadcastOptions b;
+  b.buf = buf;
+  b.bytes = off[n];
+  b.root = 0;
+  b.segment_bytes = seg_bytes;
+  b.sub = 2;
+  algorithmSpec(autoBroadcast(off[n], m, seg_bytes)).runs.broadcast_fn(ex, local, b);
 }
 
 }  // namespace lowcomm::comm

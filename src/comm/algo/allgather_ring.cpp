@@ -16,11 +16,13 @@ size_t segFor(const std::vector<size_t>& off, size_t seg_bytes) {
 }  // namespace
 
 // At step s member r receives block r-s-1 from its predecessor.
-Posted postRingAllgather(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off, size_t seg_bytes,
-                         uint32_t sub) {
+Posted postRingAllgather(Exchange& ex, const Group& g, const AllgatherOptions& opts) {
+  char* const buf = opts.buf;
+  const std::vector<size_t>& off = *opts.off_bytes;
+  const uint32_t sub = opts.sub;
   const int n = g.size();
   const int r = g.me, prev = g.peer(r - 1);
-  const size_t seg = segFor(off, seg_bytes);
+  const size_t seg = segFor(off, opts.segment_bytes);
   Posted rq(std::max(0, n - 1));
   for (int step = 0; step < n - 1; ++step) {
     const int c = (((r - step - 1) % n) + n) % n;
@@ -31,16 +33,19 @@ Posted postRingAllgather(Exchange& ex, const Group& g, char* buf, const std::vec
   return rq;
 }
 
-void ringAllgather(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off, size_t seg_bytes,
-                   uint32_t sub, const Posted* posted) {
+void ringAllgather(Exchange& ex, const Group& g, const AllgatherOptions& opts) {
+  char* const buf = opts.buf;
+  const std::vector<size_t>& off = *opts.off_bytes;
+  const uint32_t sub = opts.sub;
+  const Posted* posted = opts.posted;
   const int n = g.size();
   if (n == 1) return;
   LC_ENFORCE_LE(static_cast<uint32_t>(n), kMaxSteps, "ring too large");  // steps 0 .. n - 2
   const int r = g.me, next = g.peer(r + 1);
-  const size_t seg = segFor(off, seg_bytes);
+  const size_t seg = segFor(off, opts.segment_bytes);
   Posted own;
   if (!posted) {
-    own = postRingAllgather(ex, g, buf, off, seg_bytes, sub);
+    own = postRingAllgather(ex, g, opts);
     posted = &own;
   }
   {

@@ -18,8 +18,13 @@ struct Range {
 };
 }  // namespace
 
-void allreduceHalvingDoubling(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
-                              uint32_t sub, Scratch& scratch) {
+void allreduceHalvingDoubling(Exchange& ex, const Group& g, const AllreduceOptions& opts) {
+  char* const buf = opts.buf;
+  const size_t count = opts.count;
+  const DType dt = opts.dt;
+  const ReduceOp op = opts.op;
+  const uint32_t sub = opts.sub;
+  Scratch& scratch = *opts.scratch;
   const int n = g.size();
   if (n == 1 || count == 0) return;
   const size_t es = dtypeSize(dt);

@@ -8,11 +8,19 @@
 
 namespace lowcomm::comm {
 
-void allreduceHierarchical(Exchange& ex, const Group& g, int group_size, char* buf, size_t count, DType dt,
-                           ReduceOp op, size_t seg_bytes, Scratch& scratch) {
+void allreduceHierarchical(Exchange& ex, const Group& g, const AllreduceOptions& opts) {
+  if (opts.node) {
+    allreduceHierarchicalNode(ex, g, opts);
+    return;
+  }
+  char* const buf = opts.buf;
+  const size_t count = opts.count;
+  const DType dt = opts.dt;
+  const ReduceOp op = opts.op;
+  const size_t seg_bytes = opts.segment_bytes;
   const int n = g.size();
   if (n == 1 || count == 0) return;
-  const int gs = std::max(1, std::min(group_size, n));
+  const int gs = std::max(1, std::min(opts.group_size, n));
   const size_t es = dtypeSize(dt);
   const int my_group = g.me / gs;
   const int first = my_group * gs;
@@ -23,7 +31,15 @@ void allreduceHierarchical(Exchange& ex, const Group& g, int group_size, char* b
 
   auto off = evenOffsets(count, m);
   const size_t seg = segmentElems(seg_bytes, es, off[1] - off[0]);
-  ringReduceScatter(ex, local, buf, off, dt, op, seg, 0, scratch.get(ringScratchBytes(off, es)));
+  ReduceScatterOptions rs;
+  rs.buf = buf;
+  rs.off = &off;
+  rs.dt = dt;
+  rs.op = op;
+  rs.seg_elems = seg;
+  rs.sub = 0;
+  rs.tmp = opts.scratch->get(ringScratchBytes(off, es));
+  ringReduceScatter(ex, local, rs);
   // Gather the reduced chunks on the leader.
   if (local.me == 0) {
     for (int c = 1; c < m; ++c) ex.irecv(local.peer(c), buf + off[c] * es, (off[c + 1] - off[c]) * es, ex.slot(1, 0));
@@ -35,9 +51,17 @@ void allreduceHierarchical(Exchange& ex, const Group& g, int group_size, char* b
     Group leaders;
     for (int i = 0; i < n; i += gs) leaders.ranks.push_back(g.ranks[i]);
     leaders.me = my_group;
-    allreduceRing(ex, leaders, buf, count, dt, op, seg_bytes, 2, scratch);
+    AllreduceOptions ring = opts;
+    ring.sub = 2;
+    allreduceRing(ex, leaders, ring);
   }
-  broadcastTree(ex, local, buf, count * es, 0, seg_bytes, 4);
+  BroadcastOptions b;
+  b.buf = buf;
+  b.bytes = count * es;
+  b.root = 0;
+  b.segment_bytes = seg_bytes;
+  b.sub = 4;
+  broadcastTree(ex, local, b);
 }
 
 }  // namespace lowcomm::comm

@@ -66,11 +66,15 @@ size_t nodePipelineChunks(size_t bytes, size_t seg_bytes, int leaders) {
   return std::clamp<size_t>(bytes / min_chunk, 1, kNodePipelineChunks);
 }
 
-void allreduceHierarchicalNode(Exchange& ex, const Group& g, int group_size, NodeMemory& node, char* buf,
-                               size_t count, DType dt, ReduceOp op, size_t seg_bytes, Scratch& scratch) {
+void allreduceHierarchicalNode(Exchange& ex, const Group& g, const AllreduceOptions& opts) {
+  char* const buf = opts.buf;
+  const size_t count = opts.count;
+  const DType dt = opts.dt;
+  const ReduceOp op = opts.op;
+  NodeMemory& node = *opts.node;
   const int n = g.size();
   if (n == 1 || count == 0) return;
-  const int gs = std::max(1, std::min(group_size, n));
+  const int gs = std::max(1, std::min(opts.group_size, n));
   if (n <= gs) {  // one group: nothing crosses the network
     node.reduceToLeader(buf, count, dt, op);
     node.broadcastFromLeader(buf, count, dt);
@@ -81,7 +85,7 @@ void allreduceHierarchicalNode(Exchange& ex, const Group& g, int group_size, Nod
   Group leaders;
   for (int i = 0; i < n; i += gs) leaders.ranks.push_back(g.ranks[i]);
   leaders.me = g.me / gs;
-  const size_t parts = nodePipelineChunks(count * es, seg_bytes, leaders.size());
+  const size_t parts = nodePipelineChunks(count * es, opts.segment_bytes, leaders.size());
   const auto chunk = evenOffsets(count, static_cast<int>(std::min(count, parts)));
   const int chunks = static_cast<int>(chunk.size()) - 1;
   auto sum = [&](int k) -> NodeStep {
@@ -98,8 +102,12 @@ void allreduceHierarchicalNode(Exchange& ex, const Group& g, int group_size, Nod
     if (k > 0) steps.push_back(back(k - 1));
     if (leader) {
       NodeOverlap ox(ex, steps);
-      allreduceRing(ox, leaders, buf + chunk[k] * es, chunk[k + 1] - chunk[k], dt, op, seg_bytes,
-                    2 + 2 * static_cast<uint32_t>(k), scratch);
+      AllreduceOptions ring = opts;
+      ring.buf = buf + chunk[k] * es;
+      ring.count = chunk[k + 1] - chunk[k];
+      ring.sub = 2 + 2 * static_cast<uint32_t>(k);
+      ring.node = nullptr;
+      allreduceRing(ox, leaders, ring);
     }
     for (auto& s : steps) s();  // what the ring's waits left (all of them on the other members)
   }

@@ -8,15 +8,18 @@
 
 namespace lowcomm::comm {
 
-void allreduceOrdered(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
-                      size_t seg_bytes, Scratch& scratch) {
+void allreduceOrdered(Exchange& ex, const Group& g, const AllreduceOptions& opts) {
+  char* const buf = opts.buf;
+  const size_t count = opts.count;
+  const DType dt = opts.dt;
+  const ReduceOp op = opts.op;
   const int n = g.size();
   if (n == 1 || count == 0) return;
   const size_t es = dtypeSize(dt);
   const auto off = evenOffsets(count, n);
   const int r = g.me;
   const size_t mine = off[r + 1] - off[r];
-  char* parts = scratch.get(static_cast<size_t>(n) * mine * es + 1);
+  char* parts = opts.scratch->get(static_cast<size_t>(n) * mine * es + 1);
   for (int j = 0; j < n; ++j) {
     if (j == r) continue;
     ex.isend(g.peer(j), buf + off[j] * es, (off[j + 1] - off[j]) * es, ex.slot(0, 0));
@@ -29,7 +32,12 @@ void allreduceOrdered(Exchange& ex, const Group& g, char* buf, size_t count, DTy
   for (int j = 1; j < n; ++j) ex.reduce(acc, parts + j * mine * es, mine, dt, op);
   std::vector<size_t> off_bytes(off);
   for (auto& o : off_bytes) o *= es;
-  ringAllgather(ex, g, buf, off_bytes, seg_bytes, 1);
+  AllgatherOptions ag;
+  ag.buf = buf;
+  ag.off_bytes = &off_bytes;
+  ag.segment_bytes = opts.segment_bytes;
+  ag.sub = 1;
+  ringAllgather(ex, g, ag);
 }
 
 }  // namespace lowcomm::comm

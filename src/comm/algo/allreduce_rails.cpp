@@ -13,13 +13,17 @@
 
 namespace lowcomm::comm {
 
-void allreduceRails(Exchange& ex, const Group& g, int group_size, char* buf, size_t count, DType dt, ReduceOp op,
-                    size_t seg_bytes, Scratch& scratch) {
+void allreduceRails(Exchange& ex, const Group& g, const AllreduceOptions& opts) {
+  char* const buf = opts.buf;
+  const size_t count = opts.count;
+  const DType dt = opts.dt;
+  const ReduceOp op = opts.op;
+  const size_t seg_bytes = opts.segment_bytes;
   const int n = g.size();
   if (n == 1 || count == 0) return;
-  const int gs = std::max(1, std::min(group_size, n));
+  const int gs = std::max(1, std::min(opts.group_size, n));
   if (n % gs != 0) {
-    allreduceHierarchical(ex, g, group_size, buf, count, dt, op, seg_bytes, scratch);
+    allreduceHierarchical(ex, g, opts);
     return;
   }
   const size_t es = dtypeSize(dt);
@@ -33,13 +37,30 @@ void allreduceRails(Exchange& ex, const Group& g, int group_size, char* buf, siz
 
   const auto off = evenOffsets(count, gs);
   const size_t seg = segmentElems(seg_bytes, es, off[1] - off[0]);
-  ringReduceScatter(ex, local, buf, off, dt, op, seg, 0, scratch.get(ringScratchBytes(off, es)));
+  ReduceScatterOptions rs;
+  rs.buf = buf;
+  rs.off = &off;
+  rs.dt = dt;
+  rs.op = op;
+  rs.seg_elems = seg;
+  rs.sub = 0;
+  rs.tmp = opts.scratch->get(ringScratchBytes(off, es));
+  ringReduceScatter(ex, local, rs);
   ex.waitAll();
-  allreduceRing(ex, rail, buf + off[j] * es, off[j + 1] - off[j], dt, op, seg_bytes, 2, scratch);
+  AllreduceOptions ring = opts;
+  ring.buf = buf + off[j] * es;
+  ring.count = off[j + 1] - off[j];
+  ring.sub = 2;
+  allreduceRing(ex, rail, ring);
   ex.waitAll();
   std::vector<size_t> off_bytes(off);
   for (auto& o : off_bytes) o *= es;
-  ringAllgather(ex, local, buf, off_bytes, seg * es, 4);
+  AllgatherOptions ag;
+  ag.buf = buf;
+  ag.off_bytes = &off_bytes;
+  ag.segment_bytes = seg * es;
+  ag.sub = 4;
+  ringAllgather(ex, local, ag);
   ex.waitAll();
 }
 

@@ -8,18 +8,31 @@
 
 namespace lowcomm::comm {
 
-void allreduceRing(Exchange& ex, const Group& g, char* buf, size_t count, DType dt, ReduceOp op,
-                   size_t seg_bytes, uint32_t sub, Scratch& scratch) {
+void allreduceRing(Exchange& ex, const Group& g, const AllreduceOptions& o) {
   const int n = g.size();
-  if (n == 1 || count == 0) return;
-  const size_t es = dtypeSize(dt);
-  const auto off = evenOffsets(count, n);
-  const size_t seg = segmentElems(seg_bytes, es, off[1] - off[0]);
+  if (n == 1 || o.count == 0) return;
+  const size_t es = dtypeSize(o.dt);
+  const auto off = evenOffsets(o.count, n);
+  const size_t seg = segmentElems(o.segment_bytes, es, off[1] - off[0]);
   std::vector<size_t> off_bytes(off);
-  for (auto& o : off_bytes) o *= es;
-  const Posted ag = postRingAllgather(ex, g, buf, off_bytes, seg * es, sub + 1);
-  ringReduceScatter(ex, g, buf, off, dt, op, seg, sub, scratch.get(ringScratchBytes(off, es)));
-  ringAllgather(ex, g, buf, off_bytes, seg * es, sub + 1, &ag);
+  for (auto& b : off_bytes) b *= es;
+  AllgatherOptions ag;
+  ag.buf = o.buf;
+  ag.off_bytes = &off_bytes;
+  ag.segment_bytes = seg * es;
+  ag.sub = o.sub + 1;
+  const Posted posted = postRingAllgather(ex, g, ag);
+  ReduceScatterOptions rs;
+  rs.buf = o.buf;
+  rs.off = &off;
+  rs.dt = o.dt;
+  rs.op = o.op;
+  rs.seg_elems = seg;
+  rs.sub = o.sub;
+  rs.tmp = o.scratch->get(ringScratchBytes(off, es));
+  ringReduceScatter(ex, g, rs);
+  ag.posted = &posted;
+  ringAllgather(ex, g, ag);
 }
 
 }  // namespace lowcomm::comm

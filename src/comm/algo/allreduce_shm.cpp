@@ -37,10 +37,10 @@ void shmReduce(ShmDomain& d, char* buf, size_t count, DType dt, ReduceOp op, boo
   }
 }
 
-void allreduceShm(ShmDomain& d, char* buf, size_t count, DType dt, ReduceOp op, TrafficMeter& meter,
-                  const std::string& phase, std::chrono::steady_clock::time_point deadline) {
-  shmReduce(d, buf, count, dt, op, /*all_out=*/true, deadline);
-  const NodeBytes b = nodeReduceBytes(count, dtypeSize(dt), d.size(), d.rank(), d.piece(), /*all_out=*/true);
+void allreduceShm(ShmDomain& d, const AllreduceOptions& o, TrafficMeter& meter, const std::string& phase,
+                  std::chrono::steady_clock::time_point deadline) {
+  shmReduce(d, o.buf, o.count, o.dt, o.op, /*all_out=*/true, deadline);
+  const NodeBytes b = nodeReduceBytes(o.count, dtypeSize(o.dt), d.size(), d.rank(), d.piece(), /*all_out=*/true);
   meter.recordSend("allreduce", phase, b.sent, /*same_host=*/true);
   meter.recordRecv("allreduce", phase, b.got, /*same_host=*/true);
 }

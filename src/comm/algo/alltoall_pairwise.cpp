@@ -4,8 +4,11 @@
 
 namespace lowcomm::comm {
 
-void alltoallPairwise(Exchange& ex, const Group& g, const char* send, char* recv, size_t block_bytes,
-                      uint32_t sub) {
+void alltoallPairwise(Exchange& ex, const Group& g, const AlltoallOptions& o) {
+  const char* const send = o.send;
+  char* const recv = o.recv;
+  const size_t block_bytes = o.block_bytes;
+  const uint32_t sub = o.sub;
   const int n = g.size();
   const int r = g.me;
   for (int s = 1; s < n; ++s) {

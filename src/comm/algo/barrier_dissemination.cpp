@@ -4,7 +4,8 @@
 
 namespace lowcomm::comm {
 
-void barrierDissemination(Exchange& ex, const Group& g, uint32_t sub) {
+void barrierDissemination(Exchange& ex, const Group& g, const BarrierOptions& o) {
+  const uint32_t sub = o.sub;
   const int n = g.size();
   char out = 1, in = 0;
   uint32_t round = 0;

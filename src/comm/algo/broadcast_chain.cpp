@@ -18,7 +18,11 @@ size_t chainSegmentBytes(size_t bytes, int n, size_t seg_bytes) {
   return std::max(seg, bytes / (kMaxSegments - 1) + 1);
 }
 
-void broadcastChain(Exchange& ex, const Group& g, char* buf, size_t bytes, int root, size_t seg_bytes, uint32_t sub) {
+void broadcastChain(Exchange& ex, const Group& g, const BroadcastOptions& o) {
+  char* const buf = o.buf;
+  const size_t bytes = o.bytes, seg_bytes = o.segment_bytes;
+  const int root = o.root;
+  const uint32_t sub = o.sub;
   const int n = g.size();
   if (n == 1 || bytes == 0) return;
   const int vr = (g.me - root + n) % n;  // position in the chain, the root first

@@ -7,8 +7,11 @@
 
 namespace lowcomm::comm {
 
-void broadcastTree(Exchange& ex, const Group& g, char* buf, size_t bytes, int root, size_t seg_bytes,
-                   uint32_t sub) {
+void broadcastTree(Exchange& ex, const Group& g, const BroadcastOptions& o) {
+  char* const buf = o.buf;
+  const size_t bytes = o.bytes, seg_bytes = o.segment_bytes;
+  const int root = o.root;
+  const uint32_t sub = o.sub;
   const int n = g.size();
   if (n == 1 || bytes == 0) return;
   const int vr = (g.me - root + n) % n;

@@ -47,8 +47,14 @@ size_t ringScratchBytes(const std::vector<size_t>& off, size_t es) {
   return (off.size() - 2) * maxChunk(off) * es;
 }
 
-void ringReduceScatter(Exchange& ex, const Group& g, char* buf, const std::vector<size_t>& off, DType dt,
-                       ReduceOp op, size_t seg_elems, uint32_t sub, char* tmp) {
+void ringReduceScatter(Exchange& ex, const Group& g, const ReduceScatterOptions& opts) {
+  char* const buf = opts.buf;
+  const std::vector<size_t>& off = *opts.off;
+  const DType dt = opts.dt;
+  const ReduceOp op = opts.op;
+  const size_t seg_elems = opts.seg_elems;
+  const uint32_t sub = opts.sub;
+  char* const tmp = opts.tmp;
   const int n = g.size();
   if (n == 1) return;
   LC_ENFORCE_LE(static_cast<uint32_t>(n), kMaxSteps, "ring too large");  // steps 0 .. n - 2
