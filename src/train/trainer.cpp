@@ -65,7 +65,7 @@ struct Window {
   std::map<std::string, int64_t> phases;  // phase label -> steps
 };
 
-// One training run on this rank: the loop around a parallel::Strategy (DESIGN lesson 11). The
+// One training run on this rank: the loop around a parallel::Strategy (docs/architecture.md). The
 // strategy decides everything that depends on how ranks cooperate; this class owns the data,
 // the schedule, the metrics and the checkpoint files.
 class TrainingRun {

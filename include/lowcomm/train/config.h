@@ -81,7 +81,7 @@ struct TrainConfig {
     std::string order = "tp-dp-pp";  // rank layout, fastest-varying axis first (Megatron's default: tp inside a node)
     std::string balance = "params";  // pipeline stage cut: params (parameter counts) | time (units timed on rank 0 at start)
   } parallel;
-  // AB-training (strategy.name = "ab"; AB_TRAINING.md). Defaults follow the reference's
+  // AB-training (strategy.name = "ab"; docs/ab-training.md). Defaults follow the reference's
   // experiment configs where they are not step counts.
   struct {
     // Ranks per group (>= 1), or "node" (-2: one group per node, two halves on one node), -1 (the
