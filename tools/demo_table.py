@@ -62,7 +62,7 @@ def table(rs, ddp_accuracy):
     lines = []
     for i, r in enumerate(rs, 1):
         to = "-" if i == 1 else ("not reached" if r["to_ddp"] is None else f"{r['to_ddp']:.0f} s")
-        epochs = "-" if r["epochs"] is None else f"{r['epochs']:.0f}"
+        epochs = "-" if r["epochs"] is None else f"{r['epochs']:.2g}"
         lines.append([str(i), r["strategy"], r["network"], epochs, f"{100 * r['accuracy']:.2f} %",
                       f"{r['wall_s']:.0f} s", to, f"{mb(r['bytes'])} ({r['bytes_kind']})"])
     width = [max(len(x) for x in col) for col in zip(head, *lines)]
