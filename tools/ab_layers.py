@@ -5,7 +5,7 @@ Reads RUN_DIR/summary.json (the "ab.layers" shapes) and RUN_DIR/metrics.jsonl (t
 "svd" after warmup, then every "truncate") and prints, per factorised layer, its shape, full
 rank, full parameters (rows x cols) and the kept rank after each event, then the parameters of
 A and B after the last one. The last lines give the reference's compression metric after each
-event (AB_TRAINING.md) and which layers hold most of the remaining parameters.
+event (docs/ab-training.md) and which layers hold most of the remaining parameters.
 
 usage: tools/ab_layers.py RUN_DIR [--markdown] [--json FILE]
 """

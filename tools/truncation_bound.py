@@ -7,7 +7,7 @@ model's first layer "stem." and its classifier "head.", as `LowRankModel` choose
 weight [out, in, kh, kw] is the matrix out x (in kh kw)) takes the singular values and keeps the
 rank AB's truncation would keep: the number of singular values above CUTOFF x the largest. It
 prints per layer the shape, that rank, the smallest and median singular value over the largest,
-A + B's parameters at that rank, and the reference's compression metric (AB_TRAINING.md:
+A + B's parameters at that rank, and the reference's compression metric (docs/ab-training.md:
 current parameters / full-rank parameters, a factorised layer's numerator counting its bias and
 A + B, its denominator the full weight only) of the model truncated that way.
 

@@ -62,7 +62,7 @@ double meanOf(const std::vector<uint64_t>& v) {
 // What a node's link carries besides the payload it sends: a share per payload byte (headers
 // of the data's packets, acknowledgements of what it receives) and bytes per message (Gloo's
 // preamble and its two rendezvous notices, each a packet of its own, and their acknowledgements).
-// The defaults are the least-squares fit to the eight 4x1@1gbit rows of BENCHMARKS.md's
+// The defaults are the least-squares fit to the eight 4x1@1gbit rows of docs/benchmarks/simulator.md's
 // validation run (kernel counters against the replay's inter-node payload and messages).
 struct WireModel {
   double per_byte = 0.00202;

@@ -31,7 +31,7 @@ class Mlp : public Model {
 
 // The classic 2-conv network: stem Conv(C->32, 3x3, pad 1) -> ReLU -> MaxPool2 ->
 // conv2 Conv(32->64, 3x3, pad 1) -> ReLU -> MaxPool2 -> fc Linear(64*(S/4)^2, 256) -> ReLU -> head.
-// 824,458 parameters for 28x28x1 / 10 classes (the figure quoted in MACHINE_NOTES.md).
+// 824,458 parameters for 28x28x1 / 10 classes (tests/nn/models_test.cpp checks it).
 class Cnn : public Model {
  public:
   explicit Cnn(const ModelSpec& s) : Model(s) {

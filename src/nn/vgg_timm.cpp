@@ -1,5 +1,5 @@
 // `vgg16_timm`: timm's VGG16 (no BatchNorm) with its `pre_logits` ConvMlp head, the model of the
-// AB-training reference's VGG16/CIFAR-10 runs (AB_TRAINING.md).
+// AB-training reference's VGG16/CIFAR-10 runs (docs/ab-training.md).
 //
 // Layout (named to the models.h contract):
 //   stem        Conv3x3(C -> 64w, pad 1, bias) -> ReLU            (timm's features.0)

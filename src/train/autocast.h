@@ -13,7 +13,7 @@ namespace lowcomm::train {
 
 // Whether this CPU has the AVX-512 that LibTorch's oneDNN needs for bf16 convolutions; without
 // it they fall back to slow_conv2d (measured 14x slower than f32 on an AVX2-only EPYC:
-// ../shared/MACHINE_NOTES.md). Reads /proc/cpuinfo; true where that cannot be read.
+// docs/architecture.md, "Machine facts"). Reads /proc/cpuinfo; true where that cannot be read.
 inline bool cpuRunsBf16Fast() {
   std::ifstream f("/proc/cpuinfo");
   if (!f) return true;

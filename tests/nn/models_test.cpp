@@ -133,7 +133,7 @@ INSTANTIATE_TEST_SUITE_P(Nn, EveryModel,
                          });
 
 TEST(Models, ParameterCounts) {
-  EXPECT_EQ(parameterCount(*makeModel(specFor("cnn", kMnist))), 824458);  // MACHINE_NOTES' 2-conv CNN
+  EXPECT_EQ(parameterCount(*makeModel(specFor("cnn", kMnist))), 824458);  // the classic 2-conv CNN
   EXPECT_EQ(parameterCount(*makeModel(specFor("mlp", kMnist))), 535818);
   // Within a few percent of the published sizes (different stem/head shapes).
   auto near = [](int64_t n, double ref) { return n > 0.95 * ref && n < 1.05 * ref; };

@@ -114,7 +114,7 @@ OTHER_STRATEGIES = {
 
 @pytest.mark.parametrize("name", sorted(OTHER_STRATEGIES))
 def test_every_other_data_parallel_strategy_trains_a_scripted_model(tmp_path, name):
-    """The README's "every data-parallel strategy": each runs the script's forward, its model_state.pt
+    """docs/training.md's "every data-parallel strategy": each runs the script's forward, its model_state.pt
     loads back into the Python module and gives lowcomm's accuracy (60 steps: better than chance)."""
     run, out = train(tmp_path, OTHER_STRATEGIES[name])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

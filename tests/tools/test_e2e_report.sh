@@ -98,6 +98,8 @@ if os.environ.get("FAKE_FAIL"):
     sys.exit(3)
 make_run(out_dir.parent, "fp16", **dict(LOCAL["ddp"], bytes_sent=1234500000, ratio=2.0))
 assert out_dir == summary.parent / "run"
+print("[rank 0] epoch 1  step 10/250  loss 2.1000  lr 0.01  800 samples/s  sent 1.0 MB  ETA 2m", flush=True)
+print("[rank 0] step 117: test accuracy 90.12 %, test loss 0.3000", flush=True)
 PYEOF
 chmod +x "$TMP/fake_lowcomm"
 
@@ -301,9 +303,14 @@ PYEOF
 rc=$?
 calls=$(cat "$MARKER" 2>/dev/null)
 if [ "$rc" -eq 0 ] && [ "$(wc -l < "$MARKER" 2>/dev/null)" = 1 ] \
-   && [[ "$calls" == "train --config "*" --nproc 2 --summary $TMP/rerun/local2/fp16/summary.json --set logging.out_dir=$TMP/rerun/local2/fp16/run --set logging.progress=false --timeline $TMP/rerun/local2/fp16/timeline.json --set data.batch_size=32 --set schedule.epochs=2 --set logging.eval_every=117 --set compress.codec=fp16" ]]; then
+   && [[ "$calls" == "train --config "*" --nproc 2 --summary $TMP/rerun/local2/fp16/summary.json --set logging.out_dir=$TMP/rerun/local2/fp16/run --set logging.progress=true --timeline $TMP/rerun/local2/fp16/timeline.json --set data.batch_size=32 --set schedule.epochs=2 --set logging.eval_every=117 --set compress.codec=fp16" ]]; then
   pass "missing run: one lowcomm train call, for fp16 only, with its --set keys, its timeline and no --cluster"
 else fail "missing run: exit $rc, calls: '$calls'"; cat "$TMP/run.out"; fi
+if grep -qxF "   [local2/fp16] epoch 1  step 10/250  loss 2.1000  lr 0.01  800 samples/s  sent 1.0 MB  ETA 2m" "$TMP/run.out" \
+   && grep -qxF "   [local2/fp16] step 117: test accuracy 90.12 %, test loss 0.3000" "$TMP/run.out" \
+   && grep -qF "step 117: test accuracy" "$TMP/rerun/local2/fp16/log.txt"; then
+  pass "missing run: its progress and evaluation lines are shown prefixed with the run, and logged"
+else fail "missing run: progress lines: $(cat "$TMP/run.out")"; fi
 if "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))["rows"]; sys.exit(not ([x["strategy"] for x in r] == ["ddp", "fp16"] and r[1]["payload_bytes_per_rank"] == 617250000))' \
    "$TMP/rerun/e2e.json" 2>/dev/null; then pass "missing run: its fresh summary is collected next to the kept ddp"
 else fail "missing run: e2e.json rows: $(head -c 400 "$TMP/rerun/e2e.json" 2>/dev/null)"; fi

@@ -1,4 +1,4 @@
-// Low-rank factorisation of a model's layers for AB-training (see AB_TRAINING.md).
+// Low-rank factorisation of a model's layers for AB-training (see docs/ab-training.md).
 //
 // Every Conv2d and Linear below the model whose module path is not listed in `full_rank_layers`
 // (a listed name also covers everything below it, "stem" covers "stem.*") is a *factorisable

@@ -1,4 +1,4 @@
-// AB-training groups and sync modes (AB_TRAINING.md, "Groups" and "Sync modes").
+// AB-training groups and sync modes (docs/ab-training.md, "Groups" and "Sync modes").
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 namespace lowcomm::parallel {
 
-// group_size values besides a positive size (config ab.group_size; AB_TRAINING.md "Groups").
+// group_size values besides a positive size (config ab.group_size; docs/ab-training.md "Groups").
 inline constexpr int kGroupHalves = -1;  // the reference's -1: two halves; one global group with only-b
 inline constexpr int kGroupNode = -2;    // "node": one group per node (host key); two halves on one node
 inline constexpr int kGroupWorld = -3;   // "world": one global group

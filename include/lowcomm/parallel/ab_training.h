@@ -1,4 +1,4 @@
-// AB-training (AB_TRAINING.md): low-rank factors A and B trained by independent subgroups of
+// AB-training (docs/ab-training.md): low-rank factors A and B trained by independent subgroups of
 // ranks, synchronised periodically, with global full-rank data-parallel phases in between.
 //
 // The schedule, decided before each optimizer step by beginStep(step):

@@ -1,5 +1,5 @@
 // Optimizer state kept by parameter name across changes of the parameter set (AB-training swaps a
-// layer's weight for factors A and B and changes their rank; AB_TRAINING.md: "Optimizer state is
+// layer's weight for factors A and B and changes their rank; docs/ab-training.md: "Optimizer state is
 // resized to the new shapes, not reset").
 //
 // Contract (the optimizer has exactly one parameter group): rebind() moves the optimizer's state

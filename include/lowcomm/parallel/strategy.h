@@ -1,4 +1,4 @@
-// The seam between the trainer and a parallel training strategy (DESIGN lesson 11, cf. PyTorch
+// The seam between the trainer and a parallel training strategy (docs/architecture.md; cf. PyTorch
 // Lightning's Strategy). The trainer owns the loop, the data, the metrics and the checkpoint
 // files; a strategy owns its communicators, what happens around backward and the optimizer
 // step, its state in the checkpoint and its block of the summary. A new strategy is a class
