@@ -37,8 +37,8 @@ struct Row {
   double time_us, algbw, busbw;
   int64_t wrong;
   size_t node_piece = 0;  // hier allreduce: each node's part ran in shared memory, pieces of this size
-  std::vector<double> round_us;  // --rounds > 1: each round's time (time_us is their median)
-  std::vector<int> round_pos;    // and the case's place in each round's (shuffled) order
+  std::vector<double> round_us{};  // --rounds > 1: each round's time (time_us is their median)
+  std::vector<int> round_pos{};   // and the case's place in each round's (shuffled) order
 };
 
 double busFactor(const std::string& op, int n) {

@@ -10,9 +10,8 @@ namespace lowcomm::comm {
 
 namespace {
 std::vector<uint8_t> pairMessage(int from, int to, const net::Nonce& a, const net::Nonce& b) {
-  std::vector<uint8_t> m;
   const std::string label = "lowcomm-pair";
-  m.insert(m.end(), label.begin(), label.end());
+  std::vector<uint8_t> m(label.begin(), label.end());
   for (int v : {from, to})
     for (int i = 0; i < 4; ++i) m.push_back(static_cast<uint8_t>(static_cast<uint32_t>(v) >> (8 * i)));
   m.insert(m.end(), a.begin(), a.end());

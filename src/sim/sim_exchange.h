@@ -90,7 +90,7 @@ class SimNetwork {
     simgrid::s4u::SemaphorePtr done;
     double ready_at;  // posted + message_overhead_s: the host's part, overlapping the pair's transfers
     bool in_queue = false;  // counted in its node's way out (joinQueue)
-    std::list<Queued>::iterator queued;
+    std::list<Queued>::iterator queued{};
   };
   struct Pair {
     std::deque<Pending> queue;

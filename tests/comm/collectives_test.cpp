@@ -268,8 +268,12 @@ TEST_P(Collectives, ExchangeWithBothNeighboursAtOnce) {
     const int next = (r + 1) % n(), prev = (r + n() - 1) % n();
     EXPECT_EQ(left[r][0], prev + 1);
     EXPECT_EQ(left[r][2999], prev + 1);
-    if (n() > 2) EXPECT_EQ(right[r][2999], next + 1);
-    if (r % 2 == 1) EXPECT_EQ(extra[r][0], -(prev + 1));
+    if (n() > 2) {
+      EXPECT_EQ(right[r][2999], next + 1);
+    }
+    if (r % 2 == 1) {
+      EXPECT_EQ(extra[r][0], -(prev + 1));
+    }
   }
 }
 
@@ -318,7 +322,9 @@ TEST_P(Collectives, RecvAnyTakesMessagesFromWhoeverSendsFirst) {
   for (int q = 1; q < n(); ++q) want.push_back(q);
   EXPECT_EQ(sorted, want) << "each sender exactly once";
   for (int q = 1; q < n(); ++q) EXPECT_TRUE(payload_ok[q]) << "the payload of rank " << q;
-  if (n() > 2) EXPECT_EQ(from.front(), n() - 1) << "the first to send is the first received";
+  if (n() > 2) {
+    EXPECT_EQ(from.front(), n() - 1) << "the first to send is the first received";
+  }
   EXPECT_EQ(late, -7);
 }
 

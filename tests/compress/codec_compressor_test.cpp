@@ -171,7 +171,9 @@ TEST(ChunkRange, CoversEveryValueOnceWithAlignedBoundaries) {
           const auto [b, e] = chunkRange(n, W, align, j);
           EXPECT_EQ(b, next);
           EXPECT_LE(b, e);
-          if (e < n) EXPECT_EQ(e % align, 0u);
+          if (e < n) {
+            EXPECT_EQ(e % align, 0u);
+          }
           next = e;
         }
         EXPECT_EQ(next, n);

@@ -49,7 +49,7 @@ struct ModelSpec {
   bool tied = false;
   // torchscript: the module file written by torch.jit.save (a scripted or traced nn.Module whose
   // forward maps the images to logits [B, classes]).
-  std::string path;
+  std::string path{};
 };
 
 // A classifier. forward(x) takes float [B, in_channels, image_size, image_size] and returns logits
