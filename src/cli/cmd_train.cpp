@@ -110,11 +110,15 @@ void addWireToSummaries(const std::string& wire_path, const std::vector<std::str
                  {"rx_bytes", wire["rx_bytes"]}, {"tx_packets", wire["tx_packets"]}, {"rx_packets", wire["rx_packets"]},
                  {"tx_bytes_per_rank", tx / s["world"].get<double>()},
                  {"wire_over_payload", payload > 0 ? tx / payload : 0.0}, {"file", wire_path}};
+    if (wire.contains("inter_site_tx_bytes")) s["wire"]["inter_site_tx_bytes"] = wire["inter_site_tx_bytes"];
     train::writeFileAtomically(path, s.dump(1) + "\n");
   }
   const auto& s = wire;
   std::printf("  %-22s %.1f MB sent on the links of cluster %s (%s)\n", "wire bytes", s["tx_bytes"].get<double>() / 1048576.0,
               s["cluster"].get<std::string>().c_str(), s["rate"].get<std::string>().c_str());
+  if (s.contains("inter_site_tx_bytes"))
+    std::printf("  %-22s %.1f MB sent across the WAN between sites\n", "inter-site wire bytes",
+                s["inter_site_tx_bytes"].get<double>() / 1048576.0);
 }
 
 }  // namespace

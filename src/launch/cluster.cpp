@@ -24,17 +24,54 @@ std::string clusterStateDir() {
 
 namespace {
 
-int toInt(const std::map<std::string, std::string>& kv, const std::string& key, const std::string& file) {
+int toInt(const std::map<std::string, std::string>& kv, const std::string& key, const std::string& file,
+          int min = 1) {
   const auto it = kv.find(key);
   if (it == kv.end()) throw ConfigError("cluster file '" + file + "': missing key '" + key + "'");
   try {
     size_t used = 0;
     const int v = std::stoi(it->second, &used);
-    if (used == it->second.size() && v >= 1) return v;
+    if (used == it->second.size() && v >= min) return v;
   } catch (const std::exception&) {
   }
-  throw ConfigError("cluster file '" + file + "': key '" + key + "' must be a positive integer, got '" +
+  throw ConfigError("cluster file '" + file + "': key '" + key + "' must be " +
+                    (min == 1 ? "a positive integer" : "an integer >= " + std::to_string(min)) + ", got '" +
                     it->second + "'");
+}
+
+double toNumber(const std::map<std::string, std::string>& kv, const std::string& key, const std::string& file) {
+  const auto it = kv.find(key);
+  if (it == kv.end()) throw ConfigError("cluster file '" + file + "': missing key '" + key + "'");
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  if (it->second.empty() || *end != '\0' || !(v >= 0))
+    throw ConfigError("cluster file '" + file + "': key '" + key + "' must be a number >= 0, got '" + it->second + "'");
+  return v;
+}
+
+// The sites and the WAN of a cluster file (nothing when `sites` is absent or 1).
+void loadSites(const std::map<std::string, std::string>& kv, const std::string& file, Cluster& c) {
+  const int sites = kv.count("sites") ? toInt(kv, "sites", file) : 1;
+  for (size_t i = 0; i < c.nodes.size(); ++i)
+    if (c.nodes[i].site >= sites)
+      throw ConfigError("cluster file '" + file + "': node" + std::to_string(i) + " is in site " +
+                        std::to_string(c.nodes[i].site) + ", but there are " + std::to_string(sites) + " sites");
+  if (sites == 1) return;
+  c.wan.rate = kv.count("wan_rate") ? kv.at("wan_rate") : "?";
+  c.wan.rate_bps = toNumber(kv, "wan_rate_bps", file);
+  c.wan.delay_ms = toNumber(kv, "wan_delay_ms", file);
+  c.wan.loss_percent = toNumber(kv, "wan_loss", file);
+  c.wan.jitter_ms = toNumber(kv, "wan_jitter_ms", file);
+  for (int s = 0; s < sites; ++s) {
+    const std::string key = "site" + std::to_string(s);
+    const auto it = kv.find(key);
+    if (it == kv.end()) throw ConfigError("cluster file '" + file + "': missing key '" + key + "'");
+    std::istringstream words(it->second);
+    ClusterSite site;
+    if (!(words >> site.netns >> site.iface))
+      throw ConfigError("cluster file '" + file + "': key '" + key + "' must be 'NETNS IFACE', got '" + it->second + "'");
+    c.sites.push_back(site);
+  }
 }
 
 }  // namespace
@@ -72,9 +109,14 @@ Cluster loadCluster(const std::string& prefix, const std::string& dir) {
     std::istringstream words(kv[key]);
     ClusterNode n;
     if (!(words >> n.netns >> n.address))
-      throw ConfigError("cluster file '" + file + "': key '" + key + "' must be 'NETNS ADDRESS', got '" + kv[key] + "'");
+      throw ConfigError("cluster file '" + file + "': key '" + key + "' must be 'NETNS ADDRESS [SITE]', got '" +
+                        kv[key] + "'");
+    std::string site;
+    const std::string site_key = key + "'s site";
+    if (words >> site) n.site = toInt({{site_key, site}}, site_key, file, 0);  // < sites: loadSites checks
     c.nodes.push_back(n);
   }
+  loadSites(kv, file, c);
   return c;
 }
 
@@ -91,6 +133,21 @@ std::vector<Placement> placeRanks(int nproc, int nodes, int procs_per_node) {
     const int first = out[r].node * procs_per_node;
     out[r].local_world_size = std::min(procs_per_node, nproc - first);
   }
+  return out;
+}
+
+std::vector<SitePlacement> placeSites(const std::vector<Placement>& placement, const std::vector<ClusterNode>& nodes,
+                                      int sites) {
+  std::vector<SitePlacement> out(placement.size());
+  std::vector<int> size(sites, 0);
+  for (size_t r = 0; r < placement.size(); ++r) {
+    const int site = nodes.at(placement[r].node).site;
+    if (site < 0 || site >= sites) throw ConfigError("node " + std::to_string(placement[r].node) + " is in no site");
+    out[r].site = site;
+    out[r].sites = sites;
+    out[r].site_rank = size[site]++;
+  }
+  for (auto& p : out) p.site_size = size[p.site];
   return out;
 }
 

@@ -102,6 +102,8 @@ int launch(const LaunchOptions& opts, std::ostream& log, LaunchReport* report) {
   const int used_nodes = placement.back().node + 1;
   std::vector<LinkCounters> before(used_nodes);
   for (int i = 0; i < used_nodes; ++i) before[i] = readCounters(cluster.nodes[i].netns, cluster.iface);
+  std::vector<LinkCounters> wan_before(cluster.sites.size());
+  for (size_t s = 0; s < cluster.sites.size(); ++s) wan_before[s] = readCounters(cluster.sites[s].netns, cluster.sites[s].iface);
   const auto t0 = Clock::now();
   int rc;
   {
@@ -111,8 +113,11 @@ int launch(const LaunchOptions& opts, std::ostream& log, LaunchReport* report) {
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   std::vector<LinkCounters> delta(used_nodes);
   for (int i = 0; i < used_nodes; ++i) delta[i] = readCounters(cluster.nodes[i].netns, cluster.iface) - before[i];
+  std::vector<LinkCounters> wan_delta(cluster.sites.size());
+  for (size_t s = 0; s < cluster.sites.size(); ++s)
+    wan_delta[s] = readCounters(cluster.sites[s].netns, cluster.sites[s].iface) - wan_before[s];
   try {
-    reportWire(opts, cluster, placement, delta, wall, log);
+    reportWire(opts, cluster, placement, delta, wan_delta, wall, log);
   } catch (const std::exception& e) {
     if (rc == 0) throw;
     log << "lowcomm launch: " << e.what() << std::endl;  // the workers' failure is the news

@@ -105,6 +105,8 @@ void Supervisor::spawnAll() {
   for (const auto& a : opts_.command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   workers_.resize(opts_.nproc);
+  const auto sites = cluster_ ? placeSites(placement_, cluster_->nodes, cluster_->siteCount())
+                              : std::vector<SitePlacement>();
   for (int rank = 0; rank < opts_.nproc; ++rank) {
     std::vector<std::string> env = base;
     env.push_back("RANK=" + std::to_string(rank));
@@ -116,6 +118,12 @@ void Supervisor::spawnAll() {
     env.push_back("LOWCOMM_PROCS_ON_HOST=" + std::to_string(opts_.nproc));  // they share this machine's cores
     env.push_back("LOWCOMM_LAUNCHER_PID=" + std::to_string(::getpid()));    // workers exit when we die
     if (!token_.empty()) env.push_back("LOWCOMM_JOB_TOKEN=" + token_);      // proves membership of this job
+    if (cluster_) {  // the site level of the topology (one site on a cluster without a WAN)
+      env.push_back("LOWCOMM_SITE=" + std::to_string(sites[rank].site));
+      env.push_back("LOWCOMM_SITES=" + std::to_string(sites[rank].sites));
+      env.push_back("LOWCOMM_SITE_RANK=" + std::to_string(sites[rank].site_rank));
+      env.push_back("LOWCOMM_SITE_SIZE=" + std::to_string(sites[rank].site_size));
+    }
     if (cluster_ && !opts_.extra_env.count("GLOO_SOCKET_IFNAME")) {
       env.erase(std::remove_if(env.begin(), env.end(),
                                [](const std::string& e) { return e.rfind("GLOO_SOCKET_IFNAME=", 0) == 0; }),

@@ -28,7 +28,8 @@ namespace lowcomm::launch {
 // The variables the launcher sets for each rank: no extra environment variable may name one.
 inline constexpr const char* kTorchrunVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                                                "MASTER_ADDR", "MASTER_PORT", "LOWCOMM_PROCS_ON_HOST",
-                                               "LOWCOMM_LAUNCHER_PID"};
+                                               "LOWCOMM_LAUNCHER_PID", "LOWCOMM_SITE", "LOWCOMM_SITES",
+                                               "LOWCOMM_SITE_RANK", "LOWCOMM_SITE_SIZE"};
 
 // One of a worker's output pipes with the bytes after its last newline.
 struct OutStream {

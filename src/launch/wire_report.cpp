@@ -26,10 +26,28 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
+// Per site: its WAN uplink's counters and what its nodes sent inside the site (their tx minus
+// what left over the WAN; broadcasts such as ARP count in both, a few hundred bytes).
+std::string sitesJson(const Cluster& cluster, const std::vector<LinkCounters>& delta,
+                      const std::vector<LinkCounters>& wan) {
+  std::ostringstream j;
+  j << "[";
+  for (size_t s = 0; s < wan.size(); ++s) {
+    uint64_t sent = 0;
+    for (size_t i = 0; i < delta.size(); ++i)
+      if (cluster.nodes[i].site == static_cast<int>(s)) sent += delta[i].tx_bytes;
+    j << (s ? "," : "") << "\n  {\"site\": " << s << ", \"netns\": " << quoted(cluster.sites[s].netns)
+      << ", \"wan_tx_bytes\": " << wan[s].tx_bytes << ", \"wan_rx_bytes\": " << wan[s].rx_bytes
+      << ", \"intra_site_tx_bytes\": " << (sent > wan[s].tx_bytes ? sent - wan[s].tx_bytes : 0) << "}";
+  }
+  return j.str() + "\n ]";
+}
+
 }  // namespace
 
 void reportWire(const LaunchOptions& opts, const Cluster& cluster, const std::vector<Placement>& placement,
-                const std::vector<LinkCounters>& delta, double wall_s, std::ostream& log) {
+                const std::vector<LinkCounters>& delta, const std::vector<LinkCounters>& wan, double wall_s,
+                std::ostream& log) {
   LinkCounters total;
   for (const auto& d : delta) {
     total.tx_bytes += d.tx_bytes;
@@ -40,6 +58,9 @@ void reportWire(const LaunchOptions& opts, const Cluster& cluster, const std::ve
   log << "lowcomm launch: wire bytes on cluster " << cluster.prefix << " (" << delta.size() << " nodes, "
       << cluster.rate << "): sent " << mb(total.tx_bytes) << ", received " << mb(total.rx_bytes) << "; per node sent";
   for (const auto& d : delta) log << " " << mb(d.tx_bytes);
+  uint64_t inter_site = 0;
+  for (const auto& w : wan) inter_site += w.tx_bytes;
+  if (!wan.empty()) log << "; across the WAN " << mb(inter_site) << " (" << wan.size() << " sites)";
   log << std::endl;
   if (opts.wire_json.empty()) return;
 
@@ -52,7 +73,8 @@ void reportWire(const LaunchOptions& opts, const Cluster& cluster, const std::ve
     << ",\n \"tx_packets\": " << total.tx_packets << ",\n \"rx_packets\": " << total.rx_packets << ",\n \"nodes\": [";
   for (size_t i = 0; i < delta.size(); ++i) {
     j << (i ? "," : "") << "\n  {\"node\": " << i << ", \"netns\": " << quoted(cluster.nodes[i].netns)
-      << ", \"address\": " << quoted(cluster.nodes[i].address) << ", \"ranks\": [";
+      << ", \"address\": " << quoted(cluster.nodes[i].address) << ", \"site\": " << cluster.nodes[i].site
+      << ", \"ranks\": [";
     bool first = true;
     for (size_t r = 0; r < placement.size(); ++r)
       if (placement[r].node == static_cast<int>(i)) {
@@ -62,7 +84,9 @@ void reportWire(const LaunchOptions& opts, const Cluster& cluster, const std::ve
     j << "], \"tx_bytes\": " << delta[i].tx_bytes << ", \"rx_bytes\": " << delta[i].rx_bytes
       << ", \"tx_packets\": " << delta[i].tx_packets << ", \"rx_packets\": " << delta[i].rx_packets << "}";
   }
-  j << "\n ]\n}\n";
+  j << "\n ]";
+  if (!wan.empty()) j << ",\n \"inter_site_tx_bytes\": " << inter_site << ",\n \"sites\": " << sitesJson(cluster, delta, wan);
+  j << "\n}\n";
   const std::string tmp = opts.wire_json + ".tmp";
   {
     std::ofstream f(tmp);

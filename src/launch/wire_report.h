@@ -9,9 +9,12 @@
 
 namespace lowcomm::launch {
 
-// `delta[i]` is node i's counter difference over the run (only nodes that ran ranks). Writes
-// opts.wire_json (atomically, via a temporary file) when set; ConfigError when it cannot.
+// `delta[i]` is node i's counter difference over the run (only nodes that ran ranks); `wan[s]`
+// site s's WAN uplink's (empty with one site): what it sent is the run's inter-site traffic from
+// that site, and its nodes' tx minus that stayed inside the site. Writes opts.wire_json
+// (atomically, via a temporary file) when set; ConfigError when it cannot.
 void reportWire(const LaunchOptions& opts, const Cluster& cluster, const std::vector<Placement>& placement,
-                const std::vector<LinkCounters>& delta, double wall_s, std::ostream& log);
+                const std::vector<LinkCounters>& delta, const std::vector<LinkCounters>& wan, double wall_s,
+                std::ostream& log);
 
 }  // namespace lowcomm::launch

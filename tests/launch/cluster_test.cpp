@@ -278,6 +278,68 @@ TEST_F(ClusterFile, MalformedLinesNameTheFile) {
   EXPECT_TRUE(contains(msg, "no equals sign")) << msg;
 }
 
+// A cluster file of two sites as tools/cluster writes it: nodes 0, 1 in site 0, node 2, 3 in site 1.
+std::string writeSites(const std::string& dir, const std::string& extra = "") {
+  const std::string file = dir + "/ws.env";
+  std::ofstream f(file);
+  f << "prefix=ws\nnodes=4\nprocs_per_node=1\nrate=1gbit\nrate_bps=1000000000\niface=eth0\nbridge_ns=ws-b0\n"
+       "sites=2\nwan_rate=100mbit\nwan_rate_bps=100000000\nwan_delay_ms=25\nwan_loss=0.1\nwan_jitter_ms=0\n"
+       "node0=ws-n0 198.18.0.1 0\nnode1=ws-n1 198.18.0.2 0\nnode2=ws-n2 198.18.1.1 1\nnode3=ws-n3 198.18.1.2 1\n"
+       "site0=ws-b0 wan0\nsite1=ws-b1 wan0\n"
+    << extra;
+  return file;
+}
+
+TEST_F(ClusterFile, SitesAndTheWanLoad) {
+  writeSites(dir_);
+  const Cluster c = loadCluster("ws", dir_);
+  ASSERT_EQ(c.nodes.size(), 4u);
+  EXPECT_EQ(c.siteCount(), 2);
+  EXPECT_EQ(c.nodes[1].site, 0);
+  EXPECT_EQ(c.nodes[2].site, 1);
+  EXPECT_EQ(c.sites[1].netns, "ws-b1");
+  EXPECT_EQ(c.sites[1].iface, "wan0");
+  EXPECT_EQ(c.wan.rate, "100mbit");
+  EXPECT_DOUBLE_EQ(c.wan.rate_bps, 1e8);
+  EXPECT_DOUBLE_EQ(c.wan.delay_ms, 25);
+  EXPECT_DOUBLE_EQ(c.wan.loss_percent, 0.1);
+  write("lc");  // one site: no site key, every node in site 0
+  const Cluster one = loadCluster("lc", dir_);
+  EXPECT_EQ(one.siteCount(), 1);
+  EXPECT_TRUE(one.sites.empty());
+  EXPECT_EQ(one.nodes[1].site, 0);
+}
+
+TEST_F(ClusterFile, BadSitesNameTheFileAndTheKey) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"node3=ws-n3 198.18.1.2 2\n", "node3"},      // a site that does not exist
+      {"node2=ws-n2 198.18.1.1 -1\n", "node2"},     // negative
+      {"node2=ws-n2 198.18.1.1 one\n", "node2"},    // not a number
+      {"wan_delay_ms=soon\n", "wan_delay_ms"},      // not a number
+      {"site1=ws-b1\n", "site1"},                    // no interface
+  };
+  for (const auto& [line, key] : cases) {
+    const std::string file = writeSites(dir_, line);  // a later line overrides the earlier one
+    const std::string msg = configError([&] { loadCluster("ws", dir_); });
+    EXPECT_TRUE(contains(msg, file)) << line << msg;
+    EXPECT_TRUE(contains(msg, key)) << line << msg;
+  }
+}
+
+TEST(ClusterPlacement, SitesNumberTheirRanksInRankOrder) {
+  const std::vector<ClusterNode> nodes = {{"n0", "a", 0}, {"n1", "b", 0}, {"n2", "c", 1}, {"n3", "d", 1}};
+  const auto p = placeRanks(7, 4, 2);  // node 3 holds only rank 6
+  const auto s = placeSites(p, nodes, 2);
+  ASSERT_EQ(s.size(), 7u);
+  const std::vector<int> site = {0, 0, 0, 0, 1, 1, 1}, site_rank = {0, 1, 2, 3, 0, 1, 2};
+  for (int r = 0; r < 7; ++r) {
+    EXPECT_EQ(s[r].site, site[r]) << r;
+    EXPECT_EQ(s[r].site_rank, site_rank[r]) << r;
+    EXPECT_EQ(s[r].site_size, site[r] == 0 ? 4 : 3) << r;
+    EXPECT_EQ(s[r].sites, 2) << r;
+  }
+}
+
 // ---- network namespaces (root only) ----
 
 TEST(ClusterNetns, NonexistentNamespaceIsAConfigErrorNamingIt) {
