@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # tools/cluster end to end on a 2-node emulated cluster: idempotent `up`, the tbf rate limit,
+# two sites joined by the emulated WAN (topology, round trips, site variables, WAN bytes),
 # `lowcomm train` and `lowcomm bench collectives` through `--cluster` (payload vs wire bytes,
 # correct allreduce results), a clean `down`, cleanup after a failure half-way through `up`, and
 # the not-root message. Needs root; exit 77 (skipped) only when not root or when network
@@ -8,6 +9,7 @@
 set -euo pipefail
 LOWCOMM=$1
 CLUSTER=$2
+NETPROBE=$(dirname "$CLUSTER")/netprobe.py
 PY=/usr/bin/python3
 
 if [[ $(id -u) != 0 ]]; then
@@ -31,7 +33,7 @@ trap cleanup EXIT
 passed=0
 fail() { echo "FAIL: $*"; exit 1; }
 ok() { echo "ok: $*"; passed=$((passed + 1)); }
-ours() { ip netns list | awk '{print $1}' | grep -E "^$P-(br|n[0-9]+)$" | paste -sd " " || true; }
+ours() { ip netns list | awk '{print $1}' | grep -E "^$P-(br|w|[bn][0-9]+)$" | paste -sd " " || true; }
 
 [[ -z $(ours) ]] || fail "namespaces named $P-* exist before the test: $(ours)"
 host_links_before=$(ip -o link show)
@@ -203,6 +205,72 @@ assert row(auto)["node_piece"] == 262144 and row(auto)["wrong"] == 0, row(auto)
 assert row(off)["node_piece"] == 0 and row(off)["wrong"] == 0, row(off)
 PY
 ok "bench collectives --cluster 2 x 2: hier rows say whether the node ran in shared memory (node_piece)"
+
+# s. two sites joined by the emulated WAN (vde2 + wirefilter), then back to one site.
+"$CLUSTER" down --prefix "$P" >/dev/null
+for bad in "--wan-rate 100mbit" "--sites 2 --wan-delay 10ms" "--sites 2 --nodes 3 --wan-rate 1mbit --wan-delay 1ms" \
+           "--sites 2 --wan-rate 1mbit --wan-delay 1ms --wan-loss 100" "--sites 2 --wan-rate 1mbit --wan-delay 1ms --wan-jitter 2ms"; do
+  rc=0; "$CLUSTER" up --nodes 4 --prefix "$P" $bad >"$tmp/bad" 2>&1 || rc=$?
+  [[ $rc == 2 ]] && grep -q "tools/cluster: " "$tmp/bad" || { cat "$tmp/bad"; fail "up $bad: exit $rc, expected 2 with a message"; }
+  [[ -z $(ours) ]] || fail "up $bad left namespaces: $(ours)"
+done
+ok "bad WAN options are refused before anything is made (exit 2)"
+"$CLUSTER" up --nodes 4 --sites 2 --wan-rate 100mbit --wan-delay 10ms --prefix "$P" >"$tmp/upw" 2>&1 || { cat "$tmp/upw"; fail "up --sites 2"; }
+"$CLUSTER" status --json --prefix "$P" >"$tmp/sites.json" || fail "status --json with sites"
+$PY - "$tmp/sites.json" "$P" <<'PY' || fail "status --json with sites"
+import json, sys
+s = json.load(open(sys.argv[1])); p = sys.argv[2]
+assert s["sites"] == 2 and s["cc"] == "cubic", s
+assert [n["site"] for n in s["node"]] == [0, 0, 1, 1], s["node"]
+assert [n["address"] for n in s["node"]] == ["198.18.0.1", "198.18.0.2", "198.18.1.1", "198.18.1.2"], s["node"]
+w = s["wan"]
+assert w["rate_bps"] == 10**8 and w["rtt_ms"] == 20 and w["loss_percent"] == 0, w
+assert [x["netns"] for x in w["site"]] == [f"{p}-b0", f"{p}-b1"] and w["site"][1]["nodes"] == [2, 3], w["site"]
+assert {d["daemon"] for d in w["daemons"]} == {"sw0", "sw1", "plug0", "plug1", "wf0"}, w["daemons"]
+PY
+for n in 1 2; do
+  ip netns exec "$P-n$n" sysctl -n net.ipv4.tcp_congestion_control | grep -qx cubic || fail "node $n does not use cubic"
+done
+ip netns exec "$P-n2" $PY "$NETPROBE" serve 198.18.1.1 5300 >"$tmp/np.srv" 2>&1 &
+ip netns exec "$P-n1" $PY "$NETPROBE" serve 198.18.0.2 5300 >"$tmp/np2.srv" 2>&1 &
+for _ in $(seq 100); do grep -q ready "$tmp/np.srv" && grep -q ready "$tmp/np2.srv" && break; sleep 0.05; done
+wan_rtt=$(ip netns exec "$P-n0" $PY "$NETPROBE" rtt 198.18.1.1 5300 --count 10) || fail "rtt across the WAN"
+lan_rtt=$(ip netns exec "$P-n0" $PY "$NETPROBE" rtt 198.18.0.2 5300 --count 10) || fail "rtt inside a site"
+ip netns exec "$P-n2" $PY "$NETPROBE" quit 198.18.1.1 5300; ip netns exec "$P-n1" $PY "$NETPROBE" quit 198.18.0.2 5300
+wait
+$PY - "$wan_rtt" "$lan_rtt" <<'PY' || fail "round trips"
+import json, sys
+wan, lan = (json.loads(a)["rtt_ms"] for a in sys.argv[1:3])
+print(f"  round trip: {wan:.2f} ms across the WAN (10 ms each way), {lan:.3f} ms inside a site")
+assert 19 <= wan <= 30 and lan < 2, (wan, lan)
+PY
+ok "sites: topology in status --json, cubic on the nodes, the WAN's round trip is its delay"
+"$LOWCOMM" launch --cluster "$P" --nproc 4 --wire-json "$tmp/wire_s.json" -- \
+  sh -c 'echo "site $RANK $LOWCOMM_SITE $LOWCOMM_SITES $LOWCOMM_SITE_RANK $LOWCOMM_SITE_SIZE"' >"$tmp/launch_s" 2>&1 \
+  || { cat "$tmp/launch_s"; fail "launch on sites"; }
+for want in "site 0 0 2 0 2" "site 1 0 2 1 2" "site 2 1 2 0 2" "site 3 1 2 1 2"; do
+  grep -q "$want" "$tmp/launch_s" || { cat "$tmp/launch_s"; fail "no '$want' (RANK SITE SITES SITE_RANK SITE_SIZE)"; }
+done
+"$LOWCOMM" bench collectives --cluster "$P" --nproc 4 --sizes 1MiB --algos ring --no-baseline --seconds 0.2 \
+  --json "$tmp/bench_s.json" --wire-json "$tmp/wire_b.json" >"$tmp/bench_s.out" 2>&1 || { cat "$tmp/bench_s.out"; fail "bench across sites"; }
+$PY - "$tmp/bench_s.json" "$tmp/wire_b.json" <<'PY' || { cat "$tmp/bench_s.out"; fail "bench across sites"; }
+import json, sys
+rows, w = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert rows and all(r["wrong"] == 0 for r in rows), rows
+sent = [s["wan_tx_bytes"] for s in w["sites"]]
+# Two of the four edges of a ring over ranks 0..3 (sites 0, 0, 1, 1) cross the WAN (1 -> 2 and
+# 3 -> 0): about half of what the nodes send goes over it.
+assert w["inter_site_tx_bytes"] == sum(sent) and min(sent) > 0, w
+assert 0.4 * w["tx_bytes"] <= sum(sent) <= 0.6 * w["tx_bytes"], w
+print(f"  ring across 2 sites: {sum(sent)} B over the WAN of {w['tx_bytes']} B sent by the nodes")
+PY
+ok "launch on sites: LOWCOMM_SITE*, the wire report splits the WAN's bytes, allreduce rows are right"
+"$CLUSTER" down --prefix "$P" >"$tmp/downw" 2>&1 || fail "down with sites"
+grep -q "7 namespaces removed" "$tmp/downw" || { cat "$tmp/downw"; fail "down did not remove 7 namespaces"; }
+! pgrep -f "$LOWCOMM_CLUSTER_DIR/$P.d" >/dev/null || fail "WAN daemons left after down: $(pgrep -af "$LOWCOMM_CLUSTER_DIR/$P.d")"
+[[ ! -e $LOWCOMM_CLUSTER_DIR/$P.d ]] || fail "WAN state left after down"
+ok "down with sites: 7 namespaces and every WAN daemon gone"
+"$CLUSTER" up --nodes 2 --rate 1gbit --prefix "$P" >/dev/null 2>&1 || fail "up again after sites"
 
 # e. down leaves nothing behind.
 "$CLUSTER" down --prefix "$P" >"$tmp/down" 2>&1 || { cat "$tmp/down"; fail "down"; }
