@@ -201,6 +201,7 @@ check_png "e2e.png from plot.py --e2e" "$OUT/e2e.png"
 import importlib.machinery, importlib.util, json, math, pathlib, sys, types
 e2e_path, tmp = sys.argv[1], sys.argv[2]
 sys.path.insert(0, tmp)
+sys.path.insert(0, str(pathlib.Path(e2e_path).parent))  # bench/e2e_sites.py
 from mkrun import make_run
 loader = importlib.machinery.SourceFileLoader("bench_e2e", e2e_path)
 e2e = importlib.util.module_from_spec(importlib.util.spec_from_loader("bench_e2e", loader))
@@ -256,8 +257,29 @@ for s, t, payload in (("ddp", 100.0, 4000000000), ("fp16", 30.0, 2000000000)):
     make_run(d, s, bytes_sent=payload, ratio=1.0, evals=[(t, 0.95)], wire=(payload, 100), **base)
     rows.append(e2e.collect(args, st4, s, pathlib.Path(d)))
 
+# A fourth: two sites joined by a WAN; the WAN table reports the bytes that crossed between sites.
+st5 = e2e.parse_setting("2s2x1@1gbit/100mbit,50ms,0.1%:ddp+topk", [])
+check("parse_setting 2s2x1@1gbit/100mbit,50ms,0.1%", (st5["sites"], st5["nodes"], st5["ppn"], st5["nproc"], st5["rate"],
+      st5["wan"], st5["dir"]) == (2, 4, 1, 4, "1gbit", {"rate": "100mbit", "rtt_ms": 50.0, "loss_percent": 0.1},
+      "2s2x1@1gbit-100mbit,50ms,0.1%"), st5)
+import e2e_sites
+check("cluster args of a site setting", e2e_sites.cluster_args(st5) == ["--sites", "2", "--wan-rate", "100mbit",
+      "--wan-delay", "25ms", "--wan-loss", "0.1"], e2e_sites.cluster_args(st5))
+for s, t, wan in (("ddp", 100.0, 2000000000), ("topk", 25.0, 20000000)):
+    d = pathlib.Path(f"{tmp}/cluster/{st5['dir']}/{s}")
+    make_run(d, s, bytes_sent=4 * wan, ratio=1.0, evals=[(t, 0.95)], wire=(4 * wan, 100), **base)
+    w = json.loads((d / "wire.json").read_text())
+    w["inter_site_tx_bytes"] = wan
+    (d / "wire.json").write_text(json.dumps(w))
+    rows.append(e2e.collect(args, st5, s, d))
+check("inter_site_wire_bytes collected", [r.get("inter_site_wire_bytes") for r in rows[-2:]] == [2000000000, 20000000],
+      rows[-2:])
+
 md = e2e.markdown(rows, 0.9)
 lines = md.splitlines()
+check("markdown: the WAN table of the site setting",
+      "| topk | 25 | 4.00× | 91.00 % | 20.0 | 100.0× |" in lines and "| ddp | 100 | 1.00× | 91.00 % | 2,000.0 | 1.0× |" in lines
+      and md.count("Across the WAN:") == 1, md)
 def has(name, line):
     check(f"markdown: {name}", line in lines, "\n" + md)
 has("ddp row: wire 1,030.0 MB/rank, 1.0× fewer, wire/payload 1.030",
