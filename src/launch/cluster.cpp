@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -117,6 +119,7 @@ Cluster loadCluster(const std::string& prefix, const std::string& dir) {
     c.nodes.push_back(n);
   }
   loadSites(kv, file, c);
+  if (!c.sites.empty()) c.wan_dir = dir + "/" + prefix + ".d";
   return c;
 }
 
@@ -149,6 +152,30 @@ std::vector<SitePlacement> placeSites(const std::vector<Placement>& placement, c
   }
   for (auto& p : out) p.site_size = size[p.site];
   return out;
+}
+
+double wanDaemonCpuSeconds(const Cluster& cluster) {
+  if (cluster.wan_dir.empty()) return 0;
+  const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  double total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(cluster.wan_dir, ec)) {
+    if (e.path().extension() != ".pid") continue;
+    std::ifstream pf(e.path());
+    long pid = 0;
+    if (!(pf >> pid) || pid <= 0) continue;
+    std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+    const size_t close = text.rfind(')');  // the command name may hold spaces
+    if (close == std::string::npos) continue;
+    std::istringstream f(text.substr(close + 2));
+    std::string field;
+    unsigned long long utime = 0, stime = 0;
+    for (int i = 3; i <= 13 && f >> field; ++i) {
+    }  // fields 3..13: state .. cmajflt
+    if (f >> utime >> stime) total += static_cast<double>(utime + stime) / tick;
+  }
+  return total;
 }
 
 LinkCounters operator-(const LinkCounters& a, const LinkCounters& b) {

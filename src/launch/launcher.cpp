@@ -104,6 +104,7 @@ int launch(const LaunchOptions& opts, std::ostream& log, LaunchReport* report) {
   for (int i = 0; i < used_nodes; ++i) before[i] = readCounters(cluster.nodes[i].netns, cluster.iface);
   std::vector<LinkCounters> wan_before(cluster.sites.size());
   for (size_t s = 0; s < cluster.sites.size(); ++s) wan_before[s] = readCounters(cluster.sites[s].netns, cluster.sites[s].iface);
+  const double wan_cpu0 = wanDaemonCpuSeconds(cluster);
   const auto t0 = Clock::now();
   int rc;
   {
@@ -117,7 +118,7 @@ int launch(const LaunchOptions& opts, std::ostream& log, LaunchReport* report) {
   for (size_t s = 0; s < cluster.sites.size(); ++s)
     wan_delta[s] = readCounters(cluster.sites[s].netns, cluster.sites[s].iface) - wan_before[s];
   try {
-    reportWire(opts, cluster, placement, delta, wan_delta, wall, log);
+    reportWire(opts, cluster, placement, delta, wan_delta, wanDaemonCpuSeconds(cluster) - wan_cpu0, wall, log);
   } catch (const std::exception& e) {
     if (rc == 0) throw;
     log << "lowcomm launch: " << e.what() << std::endl;  // the workers' failure is the news

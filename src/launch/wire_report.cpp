@@ -46,8 +46,8 @@ std::string sitesJson(const Cluster& cluster, const std::vector<LinkCounters>& d
 }  // namespace
 
 void reportWire(const LaunchOptions& opts, const Cluster& cluster, const std::vector<Placement>& placement,
-                const std::vector<LinkCounters>& delta, const std::vector<LinkCounters>& wan, double wall_s,
-                std::ostream& log) {
+                const std::vector<LinkCounters>& delta, const std::vector<LinkCounters>& wan, double wan_cpu_s,
+                double wall_s, std::ostream& log) {
   LinkCounters total;
   for (const auto& d : delta) {
     total.tx_bytes += d.tx_bytes;
@@ -60,7 +60,12 @@ void reportWire(const LaunchOptions& opts, const Cluster& cluster, const std::ve
   for (const auto& d : delta) log << " " << mb(d.tx_bytes);
   uint64_t inter_site = 0;
   for (const auto& w : wan) inter_site += w.tx_bytes;
-  if (!wan.empty()) log << "; across the WAN " << mb(inter_site) << " (" << wan.size() << " sites)";
+  if (!wan.empty()) {
+    char cpu[64];
+    std::snprintf(cpu, sizeof(cpu), "%.1f CPU s (%.1f %% of one core)", wan_cpu_s,
+                  wall_s > 0 ? 100 * wan_cpu_s / wall_s : 0.0);
+    log << "; across the WAN " << mb(inter_site) << " (" << wan.size() << " sites; the WAN emulator used " << cpu << ")";
+  }
   log << std::endl;
   if (opts.wire_json.empty()) return;
 
@@ -85,7 +90,9 @@ void reportWire(const LaunchOptions& opts, const Cluster& cluster, const std::ve
       << ", \"tx_packets\": " << delta[i].tx_packets << ", \"rx_packets\": " << delta[i].rx_packets << "}";
   }
   j << "\n ]";
-  if (!wan.empty()) j << ",\n \"inter_site_tx_bytes\": " << inter_site << ",\n \"sites\": " << sitesJson(cluster, delta, wan);
+  if (!wan.empty())
+    j << ",\n \"inter_site_tx_bytes\": " << inter_site << ",\n \"wan_cpu_s\": " << wan_cpu_s
+      << ",\n \"sites\": " << sitesJson(cluster, delta, wan);
   j << "\n}\n";
   const std::string tmp = opts.wire_json + ".tmp";
   {

@@ -262,7 +262,9 @@ sent = [s["wan_tx_bytes"] for s in w["sites"]]
 # 3 -> 0): about half of what the nodes send goes over it.
 assert w["inter_site_tx_bytes"] == sum(sent) and min(sent) > 0, w
 assert 0.4 * w["tx_bytes"] <= sum(sent) <= 0.6 * w["tx_bytes"], w
-print(f"  ring across 2 sites: {sum(sent)} B over the WAN of {w['tx_bytes']} B sent by the nodes")
+assert 0 < w["wan_cpu_s"] < w["wall_s"] * 2, w  # the emulator's own CPU time (2 cores)
+print(f"  ring across 2 sites: {sum(sent)} B over the WAN of {w['tx_bytes']} B sent by the nodes; "
+      f"the WAN emulator used {w['wan_cpu_s']:.2f} CPU s in {w['wall_s']:.1f} s")
 PY
 ok "launch on sites: LOWCOMM_SITE*, the wire report splits the WAN's bytes, allreduce rows are right"
 "$CLUSTER" down --prefix "$P" >"$tmp/downw" 2>&1 || fail "down with sites"

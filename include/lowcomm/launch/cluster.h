@@ -49,6 +49,7 @@ struct Cluster {
   std::vector<ClusterNode> nodes;
   std::vector<ClusterSite> sites;  // one entry per site when there are several, else empty
   ClusterWan wan;
+  std::string wan_dir;  // the WAN daemons' pid files (STATE_DIR/PREFIX.d), with several sites
   int siteCount() const { return sites.empty() ? 1 : static_cast<int>(sites.size()); }
 };
 
@@ -86,6 +87,10 @@ struct LinkCounters {
   uint64_t rx_bytes = 0, rx_packets = 0, tx_bytes = 0, tx_packets = 0;
 };
 LinkCounters operator-(const LinkCounters& a, const LinkCounters& b);
+
+// CPU seconds (user + system) the WAN's daemons (vde_switch, vde_plug2tap, wirefilter) have used
+// so far, from their pid files; 0 without sites. They run on the same cores as the workers.
+double wanDaemonCpuSeconds(const Cluster& cluster);
 
 // Runs `fn` on a thread that has entered network namespace `netns` (/run/netns/NAME); processes
 // spawned from `fn` start in that namespace. Exceptions from `fn` propagate.
