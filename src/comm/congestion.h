@@ -10,13 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "lowcomm/comm/communicator.h"  // checkCongestionControl
+
 namespace lowcomm::comm {
 
 class Link;
-
-// The algorithm to set, or "" for the system default ("" and "system"). ConfigError naming `name`
-// and listing /proc/sys/net/ipv4/tcp_available_congestion_control when the kernel does not offer it.
-std::string checkCongestionControl(const std::string& name);
 
 // The socket of every pair of `link`, indexed by peer rank (-1 for this rank and for a pair whose
 // socket was not found). Collective over the link (the ranks exchange their pairs' listening

@@ -76,6 +76,11 @@ struct CommOptions {
   std::chrono::milliseconds rendezvousTimeout() const { return connect_timeout.count() > 0 ? connect_timeout : timeout; }
 };
 
+// The algorithm CommOptions::congestion_control sets, or "" for the system default ("" and
+// "system"). ConfigError naming `name` and listing /proc/sys/net/ipv4/tcp_available_congestion_control
+// when the kernel does not offer it.
+std::string checkCongestionControl(const std::string& name);
+
 class Link;
 class ShmDomain;
 
