@@ -89,15 +89,16 @@ std::string checkCongestionControl(const std::string& name) {
 }
 
 // Gloo does not expose a pair's socket. What identifies it: Gloo's pair p listens on its own
-// address (Pair::address(), a port bound for this pair alone), and of the two pairs of a
+// address (Pair::address(), bound to a port the kernel chose), and of the two pairs of a
 // connection one accepts on its listening address while the other, closing its own listener,
 // connects from an ephemeral port to that address. So the connection's socket is, on the
 // accepting side, the one whose local endpoint is this pair's listening address, and on the
 // connecting side the one whose remote endpoint is the peer pair's listening address — which
-// the ranks therefore exchange first. Both endpoints stay bound while the connection lives, so
-// no other socket of the namespace can be bound to them; the other half of each match (the
-// address of the far end) is checked too. Ranks that are threads of one process share
-// /proc/self/fd, and this still finds exactly each pair's own socket.
+// the ranks therefore exchange first. The accepted connection keeps that port in the kernel's
+// bind table, and the kernel never hands a port still held that way to another bind to port 0
+// (as Gloo's listeners bind), so no other socket of the namespace matches; the other half of
+// each match (the far end's host) is checked too. Ranks that are threads of one process share
+// /proc/self/fd, and this still picks exactly each pair's own socket.
 std::vector<int> pairSockets(Link& link, std::chrono::milliseconds timeout) {
   const int me = link.rank(), n = link.size();
   std::vector<Endpoint> mine(n), theirs(n);
