@@ -8,6 +8,7 @@
 #include "lowcomm/base/error.h"
 #include "lowcomm/c10d/store_adapter.h"
 #include "lowcomm/comm/tuned_table.h"
+#include "lowcomm/net/env.h"
 
 #include "arg_checks.h"
 
@@ -76,6 +77,7 @@ comm::CommOptions commOptionsFromEnv(std::chrono::milliseconds timeout) {
     o.tuned = std::make_shared<const comm::TunedTable>(comm::TunedTable::load(t));
   if (const char* t = std::getenv("LOWCOMM_JOB_TOKEN"); t && *t) o.auth_token = t;
   if (const char* l = std::getenv("LOCAL_WORLD_SIZE"); l && *l) o.group_size = std::atoi(l);
+  o.site = net::siteFromEnv();
   return o;
 }
 

@@ -39,6 +39,11 @@ struct Row {
   size_t node_piece = 0;  // hier allreduce: each node's part ran in shared memory, pieces of this size
   std::vector<double> round_us{};  // --rounds > 1: each round's time (time_us is their median)
   std::vector<int> round_pos{};   // and the case's place in each round's (shuffled) order
+  // The transport: --streams asked, the streams in use (1 unless the ranks span sites), the
+  // smallest striped message, the pair sockets' congestion control. Baselines: one, the system's.
+  int streams = 1, streams_used = 1;
+  size_t stripe_min_bytes = 0;
+  std::string congestion_control = "system";
 };
 
 double busFactor(const std::string& op, int n) {
@@ -158,6 +163,10 @@ void writeJson(const std::string& path, const std::vector<Row>& rows) {
     arr.push_back({{"op", r.op}, {"algo", r.algo}, {"backend", r.backend}, {"world", r.world}, {"dtype", r.dtype},
                    {"bytes", r.bytes}, {"time_us", r.time_us}, {"algbw_GBps", r.algbw}, {"busbw_GBps", r.busbw},
                    {"wrong", r.wrong}, {"node_piece", r.node_piece}});
+    arr.back()["streams"] = r.streams;
+    arr.back()["streams_used"] = r.streams_used;
+    arr.back()["stripe_min_bytes"] = r.stripe_min_bytes;
+    arr.back()["congestion_control"] = r.congestion_control;
     if (r.round_us.size() > 1) arr.back()["round_time_us"] = r.round_us, arr.back()["round_position"] = r.round_pos;
   }
   const std::string tmp = path + ".tmp";
@@ -184,6 +193,9 @@ int worker(const CollectiveBenchOptions& o) {
   wo.comm.shm = o.shm;
   if (!o.tuning.empty()) wo.comm.tuned = std::make_shared<const comm::TunedTable>(comm::TunedTable::load(o.tuning));
   wo.comm.shm_piece_bytes = o.shm_piece_bytes;
+  wo.comm.streams = o.streams;
+  wo.comm.stripe_min_bytes = o.stripe_min_bytes;
+  wo.comm.congestion_control = o.congestion_control == "system" ? "" : o.congestion_control;
   wo.transport.iface = o.iface;
   wo.transport.address = o.address;
   auto w = runtime::initWorker(wo);
@@ -266,6 +278,10 @@ int worker(const CollectiveBenchOptions& o) {
         rows.push_back(makeRow(k, shown, "lowcomm", real_bytes, us, wrong));
         rows.back().round_us = round_us[i];
         rows.back().round_pos = round_pos[i];
+        rows.back().streams = o.streams;
+        rows.back().streams_used = c.streams();
+        rows.back().stripe_min_bytes = o.stripe_min_bytes;
+        rows.back().congestion_control = o.congestion_control;
         if (op == "allreduce" && algo == Algo::hierarchical) rows.back().node_piece = c.nodePiece();
         if (rank == 0) printRow(rows.back());
       }
@@ -334,6 +350,18 @@ int benchCollectives(int argc, char** argv) {
   app.add_option("--shm-piece", o.shm_piece_bytes, "shared-memory pipelining unit, bytes")->capture_default_str();
   app.add_option("--tuning", o.tuning, "a `simulate tune` file: the auto allreduce rows follow it");
   app.add_option("--segment", o.segment_bytes, "pipelining segment of ring/tree algorithms, bytes")->capture_default_str();
+  app.add_option("--streams", o.streams,
+                 "TCP connections per pair of ranks in different sites (LOWCOMM_SITE); messages of at least "
+                 "--stripe-min bytes between sites are striped over them")
+      ->check(CLI::Range(1, comm::kMaxStreams))
+      ->capture_default_str();
+  app.add_option("--stripe-min", o.stripe_min_bytes, "smallest message striped over --streams connections, bytes")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--congestion-control", o.congestion_control,
+                 "TCP congestion control of our pair sockets: system (the kernel's default) or one the kernel offers "
+                 "(cubic, bbr, reno, ...)")
+      ->capture_default_str();
   app.add_option("--timeout", o.timeout_s, "per-operation timeout in seconds")
       ->check(CLI::Range(1, 30 * 24 * 3600))
       ->capture_default_str();
@@ -346,6 +374,7 @@ int benchCollectives(int argc, char** argv) {
   o.dtype = comm::parseDType(dtype);
   o.shm = comm::parseShmMode(shm);
   for (const auto& a : o.algos) comm::parseAlgo(a);  // fail before launching anything
+  comm::checkCongestionControl(o.congestion_control);
   if (!o.tuning.empty()) comm::TunedTable::load(o.tuning);
   if (std::find(o.ops.begin(), o.ops.end(), "allreduce") != o.ops.end() && algosFor("allreduce", o.algos).empty())
     throw ConfigError("--algos '" + algos + "' names no allreduce algorithm (tree and chain are broadcast's)");

@@ -35,6 +35,9 @@ comm::CommOptions commOptions(const train::TrainConfig& c) {
   o.shm = comm::parseShmMode(c.comm.shm);
   o.deterministic = c.comm.deterministic;
   o.debug_check = c.comm.debug_check;
+  o.streams = static_cast<int>(c.comm.streams);
+  o.stripe_min_bytes = static_cast<size_t>(c.comm.stripe_min_bytes);
+  o.congestion_control = c.comm.congestion_control == "system" ? "" : c.comm.congestion_control;
   return o;
 }
 
@@ -84,6 +87,8 @@ void printSummary(const nlohmann::json& s, const train::TrainConfig& cfg) {
     std::printf("  %-22s %.1f MB inter-node, %.1f MB intra-node (all ranks)\n", "bytes by link",
                 s["bytes_sent_by_link"]["inter-node"].get<double>() / 1048576.0,
                 s["bytes_sent_by_link"]["intra-node"].get<double>() / 1048576.0);
+  if (s.contains("bytes_sent_by_link") && s["bytes_sent_by_link"].contains("inter-site"))
+    std::printf("  %-22s %.1f MB inter-site (all ranks)\n", "", s["bytes_sent_by_link"]["inter-site"].get<double>() / 1048576.0);
   std::printf("  %-22s %.2f (raw / encoded gradient bytes)\n", "codec ratio", s["compression_ratio"].get<double>());
   const auto& spec = train::strategySpec(cfg);
   if (spec.summary_lines && s.contains(spec.name))

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "congestion.h"
 #include "link.h"
 #include "mesh.h"
 #include "lowcomm/base/error.h"
@@ -27,35 +28,75 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<net::Store> s
   if (size > kMaxRanks)
     throw ConfigError("communicator: " + std::to_string(size) + " ranks; at most " + std::to_string(kMaxRanks) +
                       " are supported (slot layout)");
+  if (opts.streams < 1 || opts.streams > kMaxStreams)
+    throw ConfigError("communicator: streams = " + std::to_string(opts.streams) + "; must be in [1, " +
+                      std::to_string(kMaxStreams) + "]");
+  if (opts.site < -1) throw ConfigError("communicator: site = " + std::to_string(opts.site) + "; must be >= 0 or -1 (unknown)");
+  checkCongestionControl(opts.congestion_control);  // before connecting: every rank fails alike, at once
   auto dev = net::makeDevice(transport);
   const std::string prefix = "lowcomm";
   std::shared_ptr<Communicator> c(new Communicator(store, prefix, rank, size, opts, std::make_shared<TrafficMeter>(),
                                                   connectLink(store, prefix, rank, size, dev, opts.auth_token,
-                                                              opts.rendezvousTimeout())));
+                                                              opts.rendezvousTimeout(), opts.congestion_control)));
   c->detectLocality();
   c->meter_->reset();  // the meter starts at zero: set-up traffic is not the user's
   return c;
 }
 
-void Communicator::detectLocality() {
+void Communicator::detectLocality(std::vector<int> sites) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a of the host key
   for (char ch : net::hostKey()) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
-  std::vector<uint64_t> all(size_);
-  allgatherImpl(&h, 1, all.data(), std::vector<size_t>(size_, 1), DType::i64, "setup", Algo::ring);
-  all_local_ = std::all_of(all.begin(), all.end(), [&](uint64_t x) { return x == h; });
+  // A split's parent already knows its members' sites: then only the host keys travel.
+  const bool ask = sites.empty();
+  if (!ask) setSites(std::move(sites));
+  std::vector<uint64_t> mine = {h};
+  if (ask) mine.push_back(static_cast<uint64_t>(static_cast<int64_t>(opts_.site)));
+  const size_t w = mine.size();
+  std::vector<uint64_t> all(w * size_);
+  allgatherImpl(mine.data(), w, all.data(), std::vector<size_t>(size_, w), DType::i64, "setup", Algo::ring);
+  if (ask) {
+    std::vector<int> got(size_);
+    for (int r = 0; r < size_; ++r) got[r] = static_cast<int>(static_cast<int64_t>(all[w * r + 1]));
+    setSites(std::move(got));
+  }
+  all_local_ = true;
   std::vector<bool> same(size_);
-  for (int r = 0; r < size_; ++r) same[r] = all[r] == h;
+  for (int r = 0; r < size_; ++r) {
+    same[r] = all[w * r] == h;
+    all_local_ = all_local_ && same[r];
+  }
   link_->setSameHost(std::move(same));
-  node_of_.assign(size_, 0);
+  topology_.node_of.assign(size_, 0);
   std::vector<uint64_t> seen;
   for (int r = 0; r < size_; ++r) {
-    auto it = std::find(seen.begin(), seen.end(), all[r]);
-    node_of_[r] = static_cast<int>(it - seen.begin());
-    if (it == seen.end()) seen.push_back(all[r]);
+    auto it = std::find(seen.begin(), seen.end(), all[w * r]);
+    topology_.node_of[r] = static_cast<int>(it - seen.begin());
+    if (it == seen.end()) seen.push_back(all[w * r]);
   }
   if (opts_.shm == ShmMode::on && !all_local_)
     throw ConfigError("shared memory was required (shm = on) but not every rank is on this host");
+  connectStreams();
 }
+
+void Communicator::setSites(std::vector<int> sites) {
+  topology_.site_of = std::move(sites);
+  std::vector<bool> cross(size_);
+  for (int r = 0; r < size_; ++r) cross[r] = topology_.crossSite(rank_, r);
+  link_->setCrossSite(std::move(cross));
+}
+
+// Every rank decides alike: the sites were allgathered, the options are the job's.
+void Communicator::connectStreams() {
+  if (opts_.streams <= 1 || !topology_.spansSites()) return;
+  link_->setStripeMin(opts_.stripe_min_bytes);
+  for (int j = 1; j < opts_.streams; ++j) {
+    auto more = connectLink(store_, prefix_ + "/stream" + std::to_string(j), rank_, size_, link_->device(),
+                            opts_.auth_token, opts_.rendezvousTimeout(), opts_.congestion_control);
+    link_->addStream(more->sharedContext());
+  }
+}
+
+int Communicator::streams() const { return link_->streams(); }
 
 void Communicator::setPhase(const std::string& phase) { phase_ = phase; }
 const std::string& Communicator::phase() const { return phase_; }

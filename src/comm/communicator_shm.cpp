@@ -49,8 +49,8 @@ ShmDomain* Communicator::nodeShm() {
   node_shm_tried_ = true;
   const int gs = std::max(1, std::min(opts_.group_size, size_)), first = rank_ / gs * gs;
   if (gs < 2) return nullptr;
-  for (int r = 0; r < size_; ++r)  // node_of_ is the same on every rank: so is this answer
-    if (node_of_[r] != node_of_[r / gs * gs]) return nullptr;
+  for (int r = 0; r < size_; ++r)  // the node of every rank is the same on every rank: so is this answer
+    if (topology_.node_of[r] != topology_.node_of[r / gs * gs]) return nullptr;
   TrafficMeter setup;  // made at the first hierarchical call: like create()'s, not the user's traffic
   try {
     const std::string prefix = shmTryPrefix(prefix_ + "/node" + std::to_string(rank_ / gs), node_shm_tries_);

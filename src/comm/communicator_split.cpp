@@ -28,12 +28,17 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   const std::string prefix = prefix_ + "/split" + std::to_string(id) + "/color" + std::to_string(color);
   std::shared_ptr<Communicator> child(new Communicator(
       store_, prefix, new_rank, new_size, opts_, meter_,
-      connectLink(store_, prefix, new_rank, new_size, link_->device(), opts_.auth_token, opts_.rendezvousTimeout())));
+      connectLink(store_, prefix, new_rank, new_size, link_->device(), opts_.auth_token, opts_.rendezvousTimeout(),
+                  opts_.congestion_control)));
   // The child's own locality exchange is metered: classify its peers from what this one knows.
   std::vector<bool> same(new_size);
-  for (int i = 0; i < new_size; ++i) same[i] = link_->sameHost(members[i].second) || members[i].second == rank_;
+  std::vector<int> sites(new_size);
+  for (int i = 0; i < new_size; ++i) {
+    same[i] = link_->sameHost(members[i].second) || members[i].second == rank_;
+    sites[i] = topology_.site_of[members[i].second];
+  }
   child->link_->setSameHost(std::move(same));
-  child->detectLocality();
+  child->detectLocality(std::move(sites));
   child->trace_ = trace_;
   // Ranks of the root communicator, for the timeline (empty: all of the root's, in its order).
   bool identity = true;
@@ -51,11 +56,16 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
 std::shared_ptr<Communicator> Communicator::joinRole(const std::string& prefix, int rank, int size) {
   std::shared_ptr<Communicator> child(
       new Communicator(store_, prefix, rank, size, opts_, meter_,
-                       connectLink(store_, prefix, rank, size, link_->device(), opts_.auth_token, opts_.rendezvousTimeout())));
+                       connectLink(store_, prefix, rank, size, link_->device(), opts_.auth_token,
+                                   opts_.rendezvousTimeout(), opts_.congestion_control)));
   std::vector<bool> same(size);
-  for (int i = 0; i < size; ++i) same[i] = link_->sameHost(i % size_) || i % size_ == rank_;
+  std::vector<int> sites(size);
+  for (int i = 0; i < size; ++i) {
+    same[i] = link_->sameHost(i % size_) || i % size_ == rank_;
+    sites[i] = topology_.site_of[i % size_];
+  }
   child->link_->setSameHost(std::move(same));
-  child->detectLocality();
+  child->detectLocality(std::move(sites));
   // Not traced: 2n ranks in n processes have no place on a per-process timeline.
   return child;
 }

@@ -8,6 +8,7 @@
 
 #include "lowcomm/base/error.h"
 #include "reduce.h"
+#include "stripe.h"
 
 namespace lowcomm::comm {
 
@@ -20,12 +21,27 @@ void Link::poison(const std::string& why) {
   if (!broken_.empty()) return;
   broken_ = why;
   ctx_->closeConnections();
+  for (auto& c : more_) c->closeConnections();
 }
 int Link::size() const { return ctx_->size; }
 
 void Link::setSameHost(std::vector<bool> same) { same_host_ = std::move(same); }
 bool Link::sameHost(int peer) const {
   return peer >= 0 && static_cast<size_t>(peer) < same_host_.size() && same_host_[peer];
+}
+
+void Link::setCrossSite(std::vector<bool> cross) { cross_site_ = std::move(cross); }
+bool Link::crossSite(int peer) const {
+  return peer >= 0 && static_cast<size_t>(peer) < cross_site_.size() && cross_site_[peer];
+}
+LinkClass Link::linkClass(int peer) const {
+  if (crossSite(peer)) return LinkClass::inter_site;
+  return sameHost(peer) ? LinkClass::intra_node : LinkClass::inter_node;
+}
+
+void Link::addStream(std::shared_ptr<gloo::Context> ctx) { more_.push_back(std::move(ctx)); }
+bool Link::stripes(int peer, size_t bytes) const {
+  return !more_.empty() && bytes >= stripe_min_ && bytes >= static_cast<size_t>(streams()) && crossSite(peer);
 }
 
 GlooExchange::GlooExchange(Link& link, TrafficMeter& meter, std::string op, std::string phase,
@@ -46,44 +62,56 @@ GlooExchange::~GlooExchange() {
     if (r.done || !r.buf) continue;
     if (r.send) r.buf->abortWaitSend();
     else r.buf->abortWaitRecv();
+    for (size_t j = r.waited; j < r.pieces.size(); ++j) {
+      if (r.send) r.pieces[j]->abortWaitSend();
+      else r.pieces[j]->abortWaitRecv();
+    }
   }
 }
 
 int GlooExchange::isend(int peer, const void* ptr, size_t bytes, uint64_t slot) {
   if (bytes == 0) return -1;
-  auto buf = link_.context().createUnboundBuffer(const_cast<void*>(ptr), bytes);
+  const bool striped = link_.stripes(peer, bytes);
+  char* p = static_cast<char*>(const_cast<void*>(ptr));
+  auto buf = link_.context().createUnboundBuffer(p, striped ? stripePiece(bytes, link_.streams(), 0).bytes : bytes);
   try {
     buf->send(peer, slot);
   } catch (const std::exception& e) {
-    Request r{nullptr, peer, bytes, true, true, {}};
+    Request r{nullptr, peer, bytes, true, true, {}, {}, 0, nullptr, 0};
     fail(r, e);
   }
-  reqs_.push_back(Request{std::move(buf), peer, bytes, true, false, {}});
+  reqs_.push_back(Request{std::move(buf), peer, bytes, true, false, {}, {}, 0, nullptr, 0});
+  if (striped) postPieces(reqs_.back(), p, slot);
   return static_cast<int>(reqs_.size() - 1);
 }
 
 int GlooExchange::irecv(int peer, void* ptr, size_t bytes, uint64_t slot) {
   if (bytes == 0) return -1;
-  auto buf = link_.context().createUnboundBuffer(ptr, bytes);
+  const bool striped = link_.stripes(peer, bytes);
+  auto buf = link_.context().createUnboundBuffer(ptr, striped ? stripePiece(bytes, link_.streams(), 0).bytes : bytes);
   try {
     buf->recv(peer, slot);
   } catch (const std::exception& e) {
-    Request r{nullptr, peer, bytes, false, true, {}};
+    Request r{nullptr, peer, bytes, false, true, {}, {}, 0, nullptr, 0};
     fail(r, e);
   }
-  reqs_.push_back(Request{std::move(buf), peer, bytes, false, false, {}});
+  reqs_.push_back(Request{std::move(buf), peer, bytes, false, false, {}, {}, 0, nullptr, 0});
+  if (striped) postPieces(reqs_.back(), static_cast<char*>(ptr), slot);
   return static_cast<int>(reqs_.size() - 1);
 }
 
+// The whole buffer is posted on stream 0: a candidate that stripes sends only piece 0 there
+// (Gloo takes a shorter message into a larger receive), and wait() posts the other pieces from
+// that peer once it is known.
 int GlooExchange::irecvAny(const std::vector<int>& peers, void* ptr, size_t bytes, uint64_t slot) {
   auto buf = link_.context().createUnboundBuffer(ptr, bytes);
   try {
     buf->recv(peers, slot);
   } catch (const std::exception& e) {
-    Request r{nullptr, -1, bytes, false, true, peers};
+    Request r{nullptr, -1, bytes, false, true, peers, {}, 0, nullptr, 0};
     fail(r, e);
   }
-  reqs_.push_back(Request{std::move(buf), -1, bytes, false, false, peers});
+  reqs_.push_back(Request{std::move(buf), -1, bytes, false, false, peers, {}, 0, static_cast<char*>(ptr), slot});
   return static_cast<int>(reqs_.size() - 1);
 }
 
@@ -114,25 +142,33 @@ void GlooExchange::fail(const Request& r, const std::exception& e) {
   throw PeerError(r.peer, msg);
 }
 
+std::chrono::milliseconds GlooExchange::left() const {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - std::chrono::steady_clock::now());
+  return left.count() < 1 ? std::chrono::milliseconds(1) : left;
+}
+
 void GlooExchange::wait(int req) {
   if (req < 0) return;
   Request& r = reqs_[req];
   if (r.done) return;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - std::chrono::steady_clock::now());
-  if (left.count() < 1) left = std::chrono::milliseconds(1);
   try {
     int from = r.peer;
-    bool ok = r.send ? r.buf->waitSend(left) : r.buf->waitRecv(&from, left);
+    bool ok = r.send ? r.buf->waitSend(left()) : r.buf->waitRecv(&from, left());
     r.peer = from;
     if (!ok) throw gloo::IoException("aborted");
+    if (!r.any.empty() && link_.stripes(r.peer, r.bytes)) {
+      r.any.clear();  // from now on errors name the peer that sent piece 0
+      postPieces(r, r.ptr, r.slot);
+    }
   } catch (const gloo::IoException& e) {
     fail(r, e);
   } catch (const gloo::Exception& e) {
     fail(r, e);
   }
+  if (!r.pieces.empty()) waitPieces(r);
   r.done = true;
-  if (r.send) meter_.recordSend(op_, phase_, r.bytes, link_.sameHost(r.peer));
-  else meter_.recordRecv(op_, phase_, r.bytes, link_.sameHost(r.peer));
+  if (r.send) meter_.recordSend(op_, phase_, r.bytes, link_.linkClass(r.peer));
+  else meter_.recordRecv(op_, phase_, r.bytes, link_.linkClass(r.peer));
 }
 
 void GlooExchange::waitAll() {

@@ -1,6 +1,7 @@
 // Point-to-point layer under the collectives (private to the comm layer).
 //
-// A Link owns the Gloo context (full mesh of TCP pairs); a GlooExchange is one collective call's
+// A Link owns the Gloo context (full mesh of TCP pairs), and with several streams further
+// contexts over the same ranks (src/comm/stripe.h); a GlooExchange is one collective call's
 // traffic over it (the real executor of lowcomm/comm/exchange.h).
 #pragma once
 
@@ -30,6 +31,7 @@ class Link {
   int rank() const;
   int size() const;
   gloo::Context& context() { return *ctx_; }
+  const std::shared_ptr<gloo::Context>& sharedContext() const { return ctx_; }
   const std::shared_ptr<gloo::transport::Device>& device() const { return dev_; }
   Scratch& scratch() { return scratch_; }
   Scratch& work() { return work_; }  // a second buffer, for ops that must not touch their input
@@ -48,9 +50,26 @@ class Link {
   // then every peer counts as another node). Decides the traffic meter's link class.
   void setSameHost(std::vector<bool> same);
   bool sameHost(int peer) const;
+  // Which peers declared another site (set with the sites; until then none did). Decides the
+  // link class and whether messages to the peer are striped.
+  void setCrossSite(std::vector<bool> cross);
+  bool crossSite(int peer) const;
+  LinkClass linkClass(int peer) const;
+
+  // Streams: stream 0 is context(); addStream appends another connected mesh of the same ranks.
+  // Messages of at least `stripe_min` bytes (and at least one byte per stream) to or from a
+  // cross-site peer are striped over all streams (stripe.h).
+  void addStream(std::shared_ptr<gloo::Context> ctx);
+  int streams() const { return 1 + static_cast<int>(more_.size()); }
+  gloo::Context& stream(int j) { return j == 0 ? *ctx_ : *more_[j - 1]; }
+  void setStripeMin(size_t bytes) { stripe_min_ = bytes; }
+  bool stripes(int peer, size_t bytes) const;
 
  private:
   std::vector<bool> same_host_;
+  std::vector<bool> cross_site_;
+  std::vector<std::shared_ptr<gloo::Context>> more_;  // streams 1 .. k-1
+  size_t stripe_min_ = 0;
   std::shared_ptr<gloo::Context> ctx_;
   std::shared_ptr<gloo::transport::Device> dev_;
   uint32_t seq_ = 0;
@@ -80,14 +99,23 @@ class GlooExchange final : public Exchange {
 
  private:
   struct Request {
-    std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buf;  // the whole message, or piece 0 (stream 0)
     int peer;
     size_t bytes;
     bool send;
     bool done;
     std::vector<int> any;  // irecvAny's candidates (peer is -1 until it completed)
+    // A striped message's pieces 1 .. k-1 (stream j), completed in order; `waited` of them are.
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> pieces;
+    size_t waited = 0;
+    char* ptr = nullptr;   // irecvAny: its buffer and slot, to post the pieces once the peer is known
+    uint64_t slot = 0;
   };
   [[noreturn]] void fail(const Request& r, const std::exception& e);
+  std::chrono::milliseconds left() const;
+  // Posts pieces 1 .. k-1 of a striped message on streams 1 .. k-1 (stripe.cpp).
+  void postPieces(Request& r, char* ptr, uint64_t slot);
+  void waitPieces(Request& r);
 
   Link& link_;
   TrafficMeter& meter_;

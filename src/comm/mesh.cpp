@@ -6,6 +6,7 @@
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/net/transport.h"
+#include "congestion.h"
 #include "pair_auth.h"
 
 namespace lowcomm::comm {
@@ -39,7 +40,8 @@ std::string messageOf(const std::exception_ptr& e) {
 
 std::unique_ptr<Link> connectLink(const std::shared_ptr<net::Store>& store, const std::string& prefix, int rank,
                                   int size, const std::shared_ptr<gloo::transport::Device>& device,
-                                  const std::string& token, std::chrono::milliseconds timeout) {
+                                  const std::string& token, std::chrono::milliseconds timeout,
+                                  const std::string& congestion) {
   // A try lasts at most: the others' arrival, one broken pair's connect wait, the token handshake.
   const auto voteWait = timeout + std::min(timeout, net::kPairConnectTime) + std::min(timeout, kPairAuthTime);
   // Arrival first, outside the tries: a rank that never comes is a TimeoutError naming it (as
@@ -64,7 +66,10 @@ std::unique_ptr<Link> connectLink(const std::shared_ptr<net::Store>& store, cons
       }
       if (vote != "yes" && failed < 0) failed = r, why = vote.substr(std::min<size_t>(vote.size(), 4));
     }
-    if (failed < 0) return link;
+    if (failed < 0) {
+      setCongestionControl(*link, congestion, timeout);
+      return link;
+    }
     link.reset();
     if (attempt + 1 == kMeshTries) {
       if (error) std::rethrow_exception(error);

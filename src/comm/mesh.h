@@ -32,9 +32,11 @@ constexpr std::chrono::milliseconds kPairAuthTime{10000};
 // every pair authenticated with `token` (none when empty). When all tries fail: the rank's own
 // error if it had one (AuthError naming the peer that failed the token check, PeerError, ...),
 // else PeerError naming the first rank that failed and why. TimeoutError when a rank does not vote
-// within `timeout`.
+// within `timeout`. A non-empty `congestion` is set on every pair socket once the mesh stands
+// (congestion.h; ConfigError when the kernel does not offer it).
 std::unique_ptr<Link> connectLink(const std::shared_ptr<net::Store>& store, const std::string& prefix, int rank,
                                   int size, const std::shared_ptr<gloo::transport::Device>& device,
-                                  const std::string& token, std::chrono::milliseconds timeout);
+                                  const std::string& token, std::chrono::milliseconds timeout,
+                                  const std::string& congestion = {});
 
 }  // namespace lowcomm::comm

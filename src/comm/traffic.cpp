@@ -10,18 +10,23 @@ TrafficCount& TrafficCount::operator+=(const TrafficCount& o) {
   return *this;
 }
 
-void TrafficMeter::recordSend(const std::string& op, const std::string& phase, uint64_t bytes, bool same_host) {
+const char* linkClassName(LinkClass c) {
+  static const char* const kNames[] = {kIntraNode, kInterNode, kInterSite};
+  return kNames[static_cast<int>(c)];
+}
+
+void TrafficMeter::recordSend(const std::string& op, const std::string& phase, uint64_t bytes, LinkClass c) {
   std::lock_guard<std::mutex> lock(mu_);
-  const char* link = same_host ? kIntraNode : kInterNode;
+  const char* link = linkClassName(c);
   for (TrafficCount* c : {&s_.total, &s_.by_op[op], &s_.by_phase[phase], &s_.by_link[link], &s_.by_phase_link[phase][link]}) {
     c->bytes_sent += bytes;
     c->messages_sent += 1;
   }
 }
 
-void TrafficMeter::recordRecv(const std::string& op, const std::string& phase, uint64_t bytes, bool same_host) {
+void TrafficMeter::recordRecv(const std::string& op, const std::string& phase, uint64_t bytes, LinkClass c) {
   std::lock_guard<std::mutex> lock(mu_);
-  const char* link = same_host ? kIntraNode : kInterNode;
+  const char* link = linkClassName(c);
   for (TrafficCount* c : {&s_.total, &s_.by_op[op], &s_.by_phase[phase], &s_.by_link[link], &s_.by_phase_link[phase][link]}) {
     c->bytes_recv += bytes;
     c->messages_recv += 1;

@@ -96,4 +96,9 @@ std::optional<WorkerEnv> detectWorkerEnv() {
   return detectWorkerEnv([](const char* n) -> const char* { return std::getenv(n); });
 }
 
+int siteFromEnv(const GetEnv& getenv) { return intVar(getenv, "LOWCOMM_SITE").value_or(-1); }
+int siteFromEnv() {
+  return siteFromEnv([](const char* n) -> const char* { return std::getenv(n); });
+}
+
 }  // namespace lowcomm::net

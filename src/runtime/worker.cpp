@@ -65,11 +65,13 @@ Worker initWorker(const WorkerOptions& opts) {
   w.watch = std::make_shared<LauncherWatch>(launcherPidFromEnv(), "rank " + std::to_string(env->rank));
   const auto rendezvous = opts.rendezvous_timeout.count() > 0 ? opts.rendezvous_timeout : opts.comm.timeout;
   const std::string token = jobTokenFromEnv(env->world);
+  const int site = net::siteFromEnv();  // before the rendezvous: a bad value fails this rank at once
   if (env->rank == 0) w.server = std::make_shared<net::RdzvServer>(env->master_addr, env->master_port, token);
   w.store = std::make_shared<net::RdzvClient>(env->master_addr, env->master_port, token, rendezvous);
   comm::CommOptions co = opts.comm;
   co.auth_token = token;  // every Gloo pair proves it too
   if (co.group_size == 0) co.group_size = env->local_world;
+  if (co.site < 0) co.site = site;  // the launcher's site of this rank (absent: unknown)
   co.connect_timeout = rendezvous;
   try {
     net::TransportOptions transport = opts.transport;

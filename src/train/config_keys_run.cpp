@@ -1,6 +1,7 @@
 // The keys of the run's plumbing sections: [comm], [logging], [checkpoint].
 #include "config_schema.h"
 #include "lowcomm/comm/algorithm_table.h"
+#include "lowcomm/comm/communicator.h"
 
 namespace lowcomm::train {
 
@@ -22,7 +23,12 @@ schema::Section<CommConfig> commSection() {
       .flag("deterministic", &O::deterministic, "reductions in a fixed order: bit-identical runs")
       .flag("debug_check", &O::debug_check, "check before each collective that every rank calls the same one")
       .text("iface", &O::iface, "network interface to bind (default: the one routing to MASTER_ADDR)")
-      .text("address", &O::address, "address to bind");
+      .text("address", &O::address, "address to bind")
+      .integer("streams", &O::streams, 1, comm::kMaxStreams,
+               "TCP connections per pair of ranks in different sites; large messages are striped over them")
+      .integer("stripe_min_bytes", &O::stripe_min_bytes, 1, kIntMax, "smallest message striped over `streams` connections")
+      .choice("congestion_control", &O::congestion_control, {"system", "cubic", "bbr", "reno"},
+              "TCP congestion control of the pair sockets; system = the kernel's default");
   return s;
 }
 

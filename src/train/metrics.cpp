@@ -89,9 +89,14 @@ nlohmann::json phasesJson(const comm::TrafficSnapshot& s) {
   return j;
 }
 
-nlohmann::json linksJson(const comm::TrafficSnapshot& s) {
+std::vector<const char*> linkClasses(bool sites) {
+  if (sites) return {comm::kIntraNode, comm::kInterNode, comm::kInterSite};
+  return {comm::kIntraNode, comm::kInterNode};
+}
+
+nlohmann::json linksJson(const comm::TrafficSnapshot& s, bool sites) {
   nlohmann::json j = nlohmann::json::object();
-  for (const char* link : {comm::kIntraNode, comm::kInterNode}) {
+  for (const char* link : linkClasses(sites)) {
     const auto it = s.by_link.find(link);
     const comm::TrafficCount c = it == s.by_link.end() ? comm::TrafficCount{} : it->second;
     j[link] = {{"sent", c.bytes_sent}, {"recv", c.bytes_recv}};
@@ -99,10 +104,11 @@ nlohmann::json linksJson(const comm::TrafficSnapshot& s) {
   return j;
 }
 
-nlohmann::json phaseLinksJson(const comm::TrafficSnapshot& s) {
+nlohmann::json phaseLinksJson(const comm::TrafficSnapshot& s, bool sites) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [phase, links] : s.by_phase_link) {
-    nlohmann::json p = {{comm::kIntraNode, 0}, {comm::kInterNode, 0}};
+    nlohmann::json p = nlohmann::json::object();
+    for (const char* link : linkClasses(sites)) p[link] = 0;
     for (const auto& [link, c] : links) p[link] = c.bytes_sent;
     j[phase.empty() ? "other" : phase] = p;
   }

@@ -67,8 +67,9 @@ nlohmann::json TrainingRun::summary(double wall) {
   const auto final_traffic = world_->meter().snapshot();  // before the summary's own reductions
   const double total_sent = sumOver(*world_, static_cast<double>(sent));
   // Summed over ranks, like bytes_sent; bytes_by_phase and bytes_by_phase_link are rank 0's.
-  nlohmann::json linkTotals = linksJson(final_traffic);
-  for (const char* link : {comm::kIntraNode, comm::kInterNode})
+  const bool sites = world_->topology().spansSites();  // the same on every rank: sumOver is collective
+  nlohmann::json linkTotals = linksJson(final_traffic, sites);
+  for (const char* link : linkClasses(sites))
     linkTotals[link] = static_cast<int64_t>(sumOver(*world_, linkTotals[link]["sent"].get<double>()));
   const auto st = strategy_->stats();
   std::vector<double> waits(n_);
@@ -82,7 +83,7 @@ nlohmann::json TrainingRun::summary(double wall) {
       {"test_accuracy", last_eval_.accuracy}, {"test_loss", last_eval_.loss},
       {"bytes_sent", static_cast<int64_t>(total_sent)}, {"bytes_sent_per_rank", static_cast<int64_t>(total_sent / n_)},
       {"bytes_by_phase", phasesJson(final_traffic)},
-      {"bytes_by_phase_link", phaseLinksJson(final_traffic)},
+      {"bytes_by_phase_link", phaseLinksJson(final_traffic, sites)},
       {"bytes_sent_by_link", linkTotals},
       {"compression_ratio", compressionRatio()},
       {"checkpoint", checkpointFile(ckpt_dir_.string(), step_, 0)},

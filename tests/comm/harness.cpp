@@ -26,11 +26,15 @@ void onRanks(int n, const std::function<void(int)>& fn) {
 }
 
 std::vector<CommPtr> makeComms(int n, const comm::CommOptions& opts) {
+  return makeComms(n, [&](int) { return opts; });
+}
+
+std::vector<CommPtr> makeComms(int n, const std::function<comm::CommOptions(int)>& optsOf) {
   auto store = std::make_shared<net::MemoryStore>();
   std::vector<CommPtr> comms(n);
   net::TransportOptions t;
   t.address = "127.0.0.1";
-  onRanks(n, [&](int r) { comms[r] = comm::Communicator::create(store, r, n, opts, t); });
+  onRanks(n, [&](int r) { comms[r] = comm::Communicator::create(store, r, n, optsOf(r), t); });
   return comms;
 }
 

@@ -103,3 +103,18 @@ TEST(WorkerEnv, MissingMasterAddrOfAMultiHostJobIsAnError) {
   EXPECT_TRUE(detectWorkerEnv(from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}})));
   EXPECT_TRUE(detectWorkerEnv(from({{"RANK", "0"}, {"WORLD_SIZE", "2"}})));
 }
+
+TEST(WorkerEnv, SiteFromLowcommSite) {
+  EXPECT_EQ(siteFromEnv(from({})), -1);
+  EXPECT_EQ(siteFromEnv(from({{"LOWCOMM_SITE", ""}})), -1);
+  EXPECT_EQ(siteFromEnv(from({{"LOWCOMM_SITE", "0"}})), 0);
+  EXPECT_EQ(siteFromEnv(from({{"LOWCOMM_SITE", "3"}})), 3);
+  for (const char* bad : {"-1", "x", "1x", " 2"}) {
+    try {
+      siteFromEnv(from({{"LOWCOMM_SITE", bad}}));
+      ADD_FAILURE() << "no error for " << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("LOWCOMM_SITE"), std::string::npos) << e.what();
+    }
+  }
+}

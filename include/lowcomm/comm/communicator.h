@@ -25,6 +25,7 @@
 #include "lowcomm/base/trace.h"
 #include "lowcomm/comm/algorithm_table.h"
 #include "lowcomm/comm/dtype.h"
+#include "lowcomm/comm/topology.h"
 #include "lowcomm/comm/traffic.h"
 #include "lowcomm/net/store.h"
 #include "lowcomm/net/transport.h"
@@ -37,6 +38,8 @@ enum class ShmMode : uint8_t { automatic, on, off };
 ShmMode parseShmMode(const std::string& s);
 
 class TunedTable;  // lowcomm/comm/tuned_table.h
+
+constexpr int kMaxStreams = 64;  // CommOptions::streams
 
 struct CommOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // every operation
@@ -56,9 +59,27 @@ struct CommOptions {
   // before any collective, also in split() communicators; AuthError names a peer that cannot.
   // Empty: no pair authentication (ranks as threads of one process).
   std::string auth_token;
+  // The site this rank runs in (the launcher's LOWCOMM_SITE); -1 = unknown. Every rank learns
+  // every rank's site at creation (topology()); the traffic meter then counts bytes to peers of
+  // another site as "inter-site".
+  int site = -1;
+  // TCP connections per pair of ranks in different sites, 1..64. With k > 1 and ranks in more than
+  // one site, every communicator (also split()) connects k - 1 further authenticated meshes, and a
+  // message of at least stripe_min_bytes between two sites travels as k pieces, one per
+  // connection (docs/collectives.md: striping). Pairs inside a site never stripe. 1 = one mesh.
+  int streams = 1;
+  size_t stripe_min_bytes = 256 << 10;
+  // TCP congestion control of this communicator's pair sockets ("cubic", "bbr", "reno", ...);
+  // "" or "system" = the system default. ConfigError when the kernel does not offer it.
+  std::string congestion_control;
 
   std::chrono::milliseconds rendezvousTimeout() const { return connect_timeout.count() > 0 ? connect_timeout : timeout; }
 };
+
+// The algorithm CommOptions::congestion_control sets, or "" for the system default ("" and
+// "system"). ConfigError naming `name` and listing /proc/sys/net/ipv4/tcp_available_congestion_control
+// when the kernel does not offer it.
+std::string checkCongestionControl(const std::string& name);
 
 class Link;
 class ShmDomain;
@@ -174,7 +195,12 @@ class Communicator {
   bool allLocal() const { return all_local_; }
   // Node of every rank: ranks with the same host key (same machine and network namespace) share
   // a number; nodes are numbered 0, 1, ... in order of their lowest rank.
-  const std::vector<int>& nodeOf() const { return node_of_; }
+  const std::vector<int>& nodeOf() const { return topology_.node_of; }
+  // Node and site of every rank (the same on every rank of this communicator).
+  const Topology& topology() const { return topology_; }
+  // TCP connections per pair of ranks in different sites: options().streams when the ranks span
+  // sites, else 1.
+  int streams() const;
   // The piece size of the hierarchical groups' shared memory once a hierarchical allreduce has
   // mapped it (each node's part then runs in shared memory); 0 before that or when the groups
   // talk TCP (shm off, a group spanning hosts, or mapping failed).
@@ -184,7 +210,10 @@ class Communicator {
   Communicator(std::shared_ptr<net::Store> store, std::string prefix, int rank, int size, CommOptions opts,
                std::shared_ptr<TrafficMeter> meter, std::unique_ptr<Link> link);
   void checkFingerprint(const char* op, size_t count, DType dt, int extra);
-  void detectLocality();
+  // Host keys (and, unless `sites` gives them, sites) of every rank; then connectStreams().
+  void detectLocality(std::vector<int> sites = {});
+  void setSites(std::vector<int> sites);
+  void connectStreams();  // the further meshes when striping applies
   std::shared_ptr<Communicator> joinRole(const std::string& prefix, int rank, int size);
   void allgatherImpl(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts, DType dt,
                      const char* op, Algo algo);
@@ -207,7 +236,7 @@ class Communicator {
   uint64_t splits_ = 0;
   std::string phase_;
   bool all_local_ = false;
-  std::vector<int> node_of_;
+  Topology topology_;
   std::unique_ptr<ShmDomain> shm_;
   std::unique_ptr<ShmDomain> node_shm_;
   bool node_shm_tried_ = false;

@@ -29,4 +29,9 @@ using GetEnv = std::function<const char*(const char*)>;
 std::optional<WorkerEnv> detectWorkerEnv(const GetEnv& getenv);
 std::optional<WorkerEnv> detectWorkerEnv();  // from the process environment
 
+// LOWCOMM_SITE: the site this rank runs in (set by `lowcomm launch` on a cluster with sites);
+// -1 when unset or empty. ConfigError naming the variable when it is not a non-negative integer.
+int siteFromEnv(const GetEnv& getenv);
+int siteFromEnv();  // from the process environment
+
 }  // namespace lowcomm::net

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -52,9 +53,13 @@ void writeTimeline(comm::Communicator& world, const Trace& trace, const std::str
 
 // nlohmann::json of a traffic snapshot's phases: {phase: {"sent": b, "recv": b}}.
 nlohmann::json phasesJson(const comm::TrafficSnapshot& s);
-// {"intra-node": {"sent", "recv"}, "inter-node": {...}} (both keys always present).
-nlohmann::json linksJson(const comm::TrafficSnapshot& s);
-// {phase: {"intra-node": sent, "inter-node": sent}} for every phase with traffic.
-nlohmann::json phaseLinksJson(const comm::TrafficSnapshot& s);
+// {"intra-node": {"sent", "recv"}, "inter-node": {...}} (both keys always present), and
+// "inter-site" too when `sites` (the ranks span sites: Communicator::topology().spansSites()).
+nlohmann::json linksJson(const comm::TrafficSnapshot& s, bool sites = false);
+// {phase: {"intra-node": sent, "inter-node": sent}} for every phase with traffic ("inter-site"
+// as linksJson).
+nlohmann::json phaseLinksJson(const comm::TrafficSnapshot& s, bool sites = false);
+// The link classes those report: intra-node, inter-node, and inter-site when `sites`.
+std::vector<const char*> linkClasses(bool sites);
 
 }  // namespace lowcomm::train
