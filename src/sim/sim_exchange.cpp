@@ -21,6 +21,7 @@ SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> no
       messages(host_of_rank.size(), 0),
       inter_node_sent(host_of_rank.size(), 0),
       inter_leaf_sent(host_of_rank.size(), 0),
+      inter_site_sent(host_of_rank.size(), 0),
       world_(static_cast<int>(host_of_rank.size())),
       notice_bytes_(p.notice_bytes),
       message_overhead_s_(p.message_overhead_s),
@@ -31,8 +32,12 @@ SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> no
       call_overhead_s_(p.call_overhead_s),
       node_memory_work_(p.reduce_Bps / p.node_memory_Bps),
       host_of_(std::move(host_of_rank)),
-      node_of_(std::move(node_of)) {
+      node_of_(std::move(node_of)),
+      stream_cap_Bps_(p.streamCapBps()),
+      streams_(p.streams),
+      stripe_min_(p.stripe_min_bytes) {
   for (int r = 0; r < world_; ++r) leaf_of_.push_back(p.leafOfRank(r));
+  for (int r = 0; r < world_; ++r) site_of_.push_back(p.siteOf(node_of_[r]));
   if (burst_bytes_ > 0 || queue_s_ > 0) {
     const int nodes = node_of_.empty() ? 0 : *std::max_element(node_of_.begin(), node_of_.end()) + 1;
     out_.resize(nodes);
@@ -62,7 +67,7 @@ double SimNetwork::queueWait(int a) const {
 }
 
 void SimNetwork::joinQueue(int src, int dst, Pending& m) {
-  if (queue_s_ <= 0 || m.in_queue || sameNode(src, dst)) return;
+  if (queue_s_ <= 0 || m.in_queue || sameNode(src, dst) || otherSite(src, dst)) return;
   auto& crossing = out_[node_of_[src]].crossing;
   m.queued = crossing.insert(crossing.end(), Queued{nullptr, static_cast<double>(m.bytes)});
   m.in_queue = true;
@@ -98,6 +103,7 @@ void SimNetwork::count(int src, int dst, uint64_t bytes, uint64_t msgs) {
   inter_node += bytes;
   inter_node_sent[src] += bytes;
   if (otherLeaf(src, dst)) inter_leaf_sent[src] += bytes;
+  if (otherSite(src, dst)) inter_site_sent[src] += bytes;
 }
 
 SimNetwork::Pair& SimNetwork::pair(int src, int dst) {
@@ -139,7 +145,7 @@ void SimNetwork::posted(int src, int dst, uint64_t slot) {
   }
   // A notice joins its links' queues when it is posted, behind what they hold then.
   double leaves = sg4::Engine::get_clock();
-  if (queue_s_ > 0 && !sameNode(src, dst)) leaves += queueWait(node_of_[dst]);
+  if (queue_s_ > 0 && !sameNode(src, dst) && !otherSite(src, dst)) leaves += queueWait(node_of_[dst]);
   if (!p.notices.empty()) leaves = std::max(leaves, p.notices.back().second);  // FIFO
   p.notices.emplace_back(slot, leaves);
   p.notice_events->release();
@@ -177,7 +183,8 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
     Pending msg = *ready;
     p.queue.erase(ready);
     p.posted.erase(p.posted.find(msg.slot));
-    const bool shaped = (burst_bytes_ > 0 || queue_s_ > 0) && !sameNode(src, dst);
+    const bool across = otherSite(src, dst);
+    const bool shaped = (burst_bytes_ > 0 || queue_s_ > 0) && !sameNode(src, dst) && !across;
     const bool queued = shaped && queue_s_ > 0;
     const int a = node_of_[src], b = node_of_[dst];
     // Its notice is in: the host writes it now, so a notice posted from here on leaves behind it.
@@ -189,14 +196,36 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
     if (shaped) rated -= std::min(msg.bytes, static_cast<uint64_t>(takeBurst(a, b, static_cast<double>(msg.bytes))));
     // The payload pointer carries the slot (+ 1: SimGrid refuses a null payload), so the receiver
     // can check it got the message it expects.
-    auto comm = mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f)
-                    ->put_async(reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot + 1)), rated);
+    auto* box = mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f);
+    void* data = reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot + 1));
+    std::vector<sg4::CommPtr> stripes;
+    auto comm = across ? startAcross(src, dst, box, data, rated, stripes) : box->put_async(data, rated);
     if (queued) msg.queued->comm = comm;
     comm->wait();
+    if (!stripes.empty()) sg4::Comm::wait_all(stripes);
     if (queued) out_[a].crossing.erase(msg.queued);
     if (shaped) burstDone(a, b);
     msg.done->release();
   }
+}
+
+sg4::CommPtr SimNetwork::startAcross(int src, int dst, sg4::Mailbox* box, void* data, uint64_t bytes,
+                                     std::vector<sg4::CommPtr>& stripes) {
+  const uint64_t k = streams_ > 1 && bytes >= stripe_min_ ? static_cast<uint64_t>(streams_) : 1;
+  // Contiguous near-equal pieces: the first bytes % k one byte longer. The mailbox's piece is the
+  // last (shortest) and the others flow host to host beside it, each under its own stream bound.
+  auto capped = [this](sg4::CommPtr c) { return stream_cap_Bps_ > 0 ? c->set_rate(stream_cap_Bps_) : c; };
+  for (uint64_t i = 0; i + 1 < k; ++i) {
+    const uint64_t piece = bytes / k + (i < bytes % k ? 1 : 0);
+    // The rate before the hosts: SimGrid 3.32 starts a host-to-host comm once both are set.
+    auto c = capped(sg4::Comm::sendto_init());
+    c->set_payload_size(piece)->set_source(host_of_[src])->set_destination(host_of_[dst]);
+    stripes.push_back(c);
+    if (c->get_state() == sg4::Activity::State::INITED) c->start();
+  }
+  auto c = capped(box->put_init(data, bytes / k));
+  c->start();
+  return c;
 }
 
 sg4::BarrierPtr SimNetwork::barrier(uint64_t key, int n) {

@@ -38,7 +38,10 @@ class InaFabric;
 // of this network crosses its link (empty at time 0). With PlatformSpec::link_queue_s, those
 // links are FIFO queues too: a notice waits behind what the messages crossing its way have left
 // to send on its node's way out (TCP keeps a shaped link's queue full), at most the queue's
-// length. The switch's port to the peer holds no queue: what arrives there from one node comes at
+// length; only between nodes of one site (PlatformSpec::sites: across, the WAN's rate shapes a
+// message, and its uplinks' bucket and queue are not modelled). A message across sites goes at
+// most at the lossy WAN's bound per stream (PlatformSpec::streamCapBps), striped over
+// PlatformSpec::streams flows from stripe_min_bytes on. The switch's port to the peer holds no queue: what arrives there from one node comes at
 // the rate it leaves (several nodes sending to one, incast, would queue there; not modelled).
 class SimNetwork {
  public:
@@ -51,6 +54,7 @@ class SimNetwork {
   simgrid::s4u::Mailbox* mailbox(int src, int dst, uint32_t sub);
   bool sameNode(int a, int b) const { return node_of_[a] == node_of_[b]; }
   bool otherLeaf(int a, int b) const { return leaf_of_[a] != leaf_of_[b]; }
+  bool otherSite(int a, int b) const { return site_of_[a] != site_of_[b]; }
   int world() const { return world_; }
   // The host work ("flops" at reduce_Bps) of copying or summing `bytes` in a node's shared
   // memory (PlatformSpec::node_memory_Bps).
@@ -75,6 +79,7 @@ class SimNetwork {
   std::vector<uint64_t> sent, recv, messages;
   std::vector<uint64_t> inter_node_sent;  // per rank: sent to a rank of another node
   std::vector<uint64_t> inter_leaf_sent;  // per rank: sent to a rank under another leaf switch (fat-tree)
+  std::vector<uint64_t> inter_site_sent;  // per rank: sent to a rank of another site
   uint64_t inter_node = 0;
   InaFabric* ina = nullptr;  // the switch that sums allreduces (ina.h), when the platform has one
 
@@ -123,6 +128,9 @@ class SimNetwork {
   // notice its rank posts in the same simulated instant: its host starts writing it then.
   void joinQueue(int src, int dst, Pending& m);
   void checkActorBudget(int more);
+  // Starts a message across sites (its payload `data` on `box`): one flow, or stripes of it.
+  simgrid::s4u::CommPtr startAcross(int src, int dst, simgrid::s4u::Mailbox* box, void* data, uint64_t bytes,
+                                    std::vector<simgrid::s4u::CommPtr>& stripes);
   void sender(int src, int dst, Pair& p);
   void notifier(int src, int dst, Pair& p);
 
@@ -134,7 +142,10 @@ class SimNetwork {
   std::map<std::string, double> call_overhead_s_;
   double node_memory_work_;  // reduce_Bps / node_memory_Bps
   std::vector<simgrid::s4u::Host*> host_of_;
-  std::vector<int> node_of_, leaf_of_;
+  std::vector<int> node_of_, leaf_of_, site_of_;
+  double stream_cap_Bps_;  // 0: none
+  int streams_;
+  uint64_t stripe_min_;
   std::unordered_map<uint64_t, simgrid::s4u::Mailbox*> boxes_;
   std::unordered_map<uint64_t, std::unique_ptr<Pair>> pairs_;
   std::unordered_map<uint64_t, std::pair<simgrid::s4u::BarrierPtr, int>> barriers_;  // and how many took it
