@@ -34,6 +34,7 @@ SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> no
       host_of_(std::move(host_of_rank)),
       node_of_(std::move(node_of)),
       stream_cap_Bps_(p.streamCapBps()),
+      wan_oneway_s_(p.sites > 1 ? p.wanRtt() / 2 : 0),
       streams_(p.streams),
       stripe_min_(p.stripe_min_bytes) {
   for (int r = 0; r < world_; ++r) leaf_of_.push_back(p.leafOfRank(r));
@@ -125,6 +126,21 @@ SimNetwork::Pair& SimNetwork::pair(int src, int dst) {
     sg4::Actor::create("notify" + std::to_string(dst) + ">" + std::to_string(src), host_of_[dst],
                        [this, src, dst, &ref] { notifier(src, dst, ref); })
         ->daemonize();
+    if (otherSite(src, dst)) {  // notices cross the WAN pipelined
+      ref.landing_events = sg4::Semaphore::create(0);
+      sg4::Actor::create("land" + std::to_string(dst) + ">" + std::to_string(src), host_of_[src],
+                         [this, src, dst, &ref] { lander(src, dst, ref); })
+          ->daemonize();
+    }
+  }
+  if (otherSite(src, dst)) {
+    checkActorBudget(ref.landing_events ? 2 : 1);
+    ref.delivering_events = sg4::Semaphore::create(0);
+    auto deliver = sg4::Actor::create("deliver" + std::to_string(src) + ">" + std::to_string(dst), host_of_[dst],
+                                      [this, src, dst, &ref] { deliverer(src, dst, ref); });
+    deliver->daemonize();
+    ref.stream_box = sg4::Mailbox::by_name("streams " + std::to_string(src) + ">" + std::to_string(dst));
+    ref.stream_box->set_receiver(deliver);
   }
   return ref;
 }
@@ -159,16 +175,37 @@ void SimNetwork::notifier(int src, int dst, Pair& p) {
     p.notices.pop_front();
     if (leaves > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(leaves);
     static char notice;  // a payload (SimGrid refuses a null one); no data moves
+    if (p.landing_events) {  // across sites: the lander takes it in
+      p.landing.emplace_back(p.notice_box->put_async(&notice, static_cast<uint64_t>(notice_bytes_)), slot);
+      p.landing_events->release();
+      continue;
+    }
     p.notice_box->put(&notice, static_cast<uint64_t>(notice_bytes_));  // from dst's host to src's
     p.notice_box->get<char>();  // out of the box's received list: it is the one just put
-    p.posted.insert(slot);
-    for (auto& m : p.queue)
-      if (m.slot == slot && !m.in_queue) {
-        joinQueue(src, dst, m);
-        break;
-      }
-    p.events->release();
+    noticeIn(src, dst, p, slot);
   }
+}
+
+void SimNetwork::lander(int src, int dst, Pair& p) {
+  for (;;) {
+    p.landing_events->acquire();
+    auto [comm, slot] = p.landing.front();
+    p.landing.pop_front();
+    comm->wait();  // notices started in order on one route arrive in order
+    sg4::this_actor::sleep_until(comm->get_finish_time() + wan_oneway_s_);
+    p.notice_box->get<char>();
+    noticeIn(src, dst, p, slot);
+  }
+}
+
+void SimNetwork::noticeIn(int src, int dst, Pair& p, uint64_t slot) {
+  p.posted.insert(slot);
+  for (auto& m : p.queue)
+    if (m.slot == slot && !m.in_queue) {
+      joinQueue(src, dst, m);
+      break;
+    }
+  p.events->release();
 }
 
 // The pair's connection: sends the first queued message whose receive is posted, one at a time.
@@ -196,36 +233,48 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
     if (shaped) rated -= std::min(msg.bytes, static_cast<uint64_t>(takeBurst(a, b, static_cast<double>(msg.bytes))));
     // The payload pointer carries the slot (+ 1: SimGrid refuses a null payload), so the receiver
     // can check it got the message it expects.
-    auto* box = mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f);
-    void* data = reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot + 1));
-    std::vector<sg4::CommPtr> stripes;
-    auto comm = across ? startAcross(src, dst, box, data, rated, stripes) : box->put_async(data, rated);
-    if (queued) msg.queued->comm = comm;
-    comm->wait();
-    if (!stripes.empty()) sg4::Comm::wait_all(stripes);
+    if (across) {
+      sendAcross(src, dst, p, msg.slot, rated);
+    } else {
+      auto comm = mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f)
+                      ->put_async(reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot + 1)), rated);
+      if (queued) msg.queued->comm = comm;
+      comm->wait();
+    }
     if (queued) out_[a].crossing.erase(msg.queued);
     if (shaped) burstDone(a, b);
     msg.done->release();
   }
 }
 
-sg4::CommPtr SimNetwork::startAcross(int src, int dst, sg4::Mailbox* box, void* data, uint64_t bytes,
-                                     std::vector<sg4::CommPtr>& stripes) {
+void SimNetwork::sendAcross(int src, int dst, Pair& p, uint64_t slot, uint64_t bytes) {
   const uint64_t k = streams_ > 1 && bytes >= stripe_min_ ? static_cast<uint64_t>(streams_) : 1;
-  // Contiguous near-equal pieces: the first bytes % k one byte longer. The mailbox's piece is the
-  // last (shortest) and the others flow host to host beside it, each under its own stream bound.
-  auto capped = [this](sg4::CommPtr c) { return stream_cap_Bps_ > 0 ? c->set_rate(stream_cap_Bps_) : c; };
-  for (uint64_t i = 0; i + 1 < k; ++i) {
-    const uint64_t piece = bytes / k + (i < bytes % k ? 1 : 0);
-    // The rate before the hosts: SimGrid 3.32 starts a host-to-host comm once both are set.
-    auto c = capped(sg4::Comm::sendto_init());
-    c->set_payload_size(piece)->set_source(host_of_[src])->set_destination(host_of_[dst]);
+  // Contiguous near-equal pieces (the first bytes % k one byte longer), each its own stream.
+  std::vector<sg4::CommPtr> stripes;
+  static char piece;  // a payload (SimGrid refuses a null one); no data moves
+  for (uint64_t i = 0; i < k; ++i) {
+    auto c = p.stream_box->put_init(&piece, bytes / k + (i < bytes % k ? 1 : 0));
+    if (stream_cap_Bps_ > 0) c->set_rate(stream_cap_Bps_);
+    c->start();
     stripes.push_back(c);
-    if (c->get_state() == sg4::Activity::State::INITED) c->start();
   }
-  auto c = capped(box->put_init(data, bytes / k));
-  c->start();
-  return c;
+  sg4::Comm::wait_all(stripes);
+  p.delivering.emplace_back(slot, sg4::Engine::get_clock() + wan_oneway_s_);
+  p.stream_count.push_back(k);
+  p.delivering_events->release();
+}
+
+void SimNetwork::deliverer(int src, int dst, Pair& p) {
+  for (;;) {
+    p.delivering_events->acquire();
+    const auto [slot, arrives] = p.delivering.front();
+    p.delivering.pop_front();
+    for (uint64_t k = p.stream_count.front(); k > 0; --k) p.stream_box->get<char>();  // in, out of the list
+    p.stream_count.pop_front();
+    sg4::this_actor::sleep_until(arrives);
+    // The receive is posted (its notice let the bytes go): the hand-over costs the LAN's latency.
+    mailbox(src, dst, static_cast<uint32_t>(slot >> 26) & 0x3f)->put(reinterpret_cast<void*>(static_cast<uintptr_t>(slot + 1)), 0);
+  }
 }
 
 sg4::BarrierPtr SimNetwork::barrier(uint64_t key, int n) {

@@ -62,7 +62,8 @@ void buildSites(const PlatformSpec& p, SimPlatform& out) {
   std::vector<sg4::Link*> lan(p.nodes), wan(p.sites);
   for (int s = 0; s < p.sites; ++s) {
     wan[s] = zone->create_split_duplex_link("wan" + std::to_string(s), p.wan_Bps * p.wan_factor);
-    wan[s]->set_latency(p.wanRtt() / 4);  // two uplinks per way: half the round trip
+    // No latency here: SimNetwork adds the WAN's one way after a message's bytes have left
+    // (a send completes once written, as on a TCP socket; a flow's latency would hold it).
   }
   for (int i = 0; i < p.nodes; ++i) {
     node[i] = zone->create_host("node" + std::to_string(i), p.reduce_Bps);

@@ -81,10 +81,11 @@ struct PlatformSpec {
   // Sites (star only; tools/cluster --sites): the nodes split into `sites` contiguous groups of
   // nodes / sites. A site's nodes reach each other over their own links (the star's); between
   // sites a message also crosses the sending site's WAN uplink (up) and the receiving site's (down),
-  // each a split-duplex link of wan_Bps x wan_factor with a quarter of the round trip as latency,
-  // so one way between two sites costs (wan_rtt_s + wan_rtt_extra_s) / 2 over the WAN plus the two
-  // host links. The host links' tbf burst and queue apply inside a site only: across, the WAN's
-  // rate is what shapes a message.
+  // each a split-duplex link of wan_Bps x wan_factor. The WAN's latency, (wan_rtt_s +
+  // wan_rtt_extra_s) / 2 each way, is not on those links: a message's bytes leave at the links'
+  // rate and arrive that much later (its send is complete once they have left, as on a TCP
+  // socket), and a rendezvous notice arrives that much after crossing. The host links' tbf burst
+  // and queue apply inside a site only: across, the WAN's rate is what shapes a message.
   int sites = 1;
   double wan_Bps = 12.5e6;        // per site uplink and direction, nominal (100 Mbit/s)
   double wan_factor = 1.0;        // achieved / nominal WAN rate (calibrated)
