@@ -103,3 +103,39 @@ TEST(SimWan, CalibrateRecoversTheWan) {
   EXPECT_NEAR(c.platform.stream_c, 2.5, 0.05);
   EXPECT_LT(c.max_abs_error, 0.02);
 }
+
+// The rows measured on the emulated WAN (tools/cluster --sites 2 --nodes 4 --wan-rate 100mbit
+// --wan-delay 25ms [--wan-loss 0.5], bench collectives --algos ring,hd; tests/sim/data): the fit
+// finds the round trip netprobe measured (51.0 ms) within 5 %, a WAN rate below one netprobe
+// stream's 0.93 (Gloo's hd has two streams per uplink, which lose to each other in its queue) and a
+// Mathis constant near the 3.8 Mbit/s of one CUBIC stream at 0.5 % loss (C = 1.17).
+// What the model leaves: 1 MiB calls (TCP's slow start after idle, not modelled: up to 25 %) and
+// hd under loss (a lost segment of a short message costs a retransmission timeout).
+TEST(SimWan, CalibrateFitsTheEmulatedWan) {
+  const std::string data = std::string(LC_SOURCE_DIR) + "/tests/sim/data/wan_2s2x1_100mbit_50ms_loss";
+  std::vector<MeasuredRow> rows = readMeasured(data + "0.json");
+  for (auto r : readMeasured(data + "0.5.json")) {
+    r.wan_loss = 0.005;
+    rows.push_back(r);
+  }
+  ASSERT_EQ(rows.size(), 16u);
+  const auto c = calibrateWan(parseSetting("2s2x1@1gbit/100mbit,50ms"), rows, 1 << 20);
+  EXPECT_NEAR(c.platform.wanRtt(), 0.051, 0.05 * 0.051);
+  EXPECT_GT(c.platform.wan_factor, 0.6);
+  EXPECT_LT(c.platform.wan_factor, 0.85);
+  EXPECT_GT(c.platform.stream_c, 0.8);
+  EXPECT_LT(c.platform.stream_c, 1.4);
+  double clean_sum = 0;
+  int clean = 0;
+  for (const auto& r : c.rows) {
+    const bool lossy = r.measured.wan_loss > 0;
+    SCOPED_TRACE(r.measured.algo + " " + std::to_string(r.measured.bytes) + (lossy ? " at 0.5 %" : " at 0 %"));
+    if (!lossy) {
+      clean_sum += std::abs(r.error), ++clean;
+      EXPECT_LT(std::abs(r.error), r.measured.bytes == (1u << 20) ? 0.25 : 0.12);
+    } else if (r.measured.algo == "ring" && r.measured.bytes >= (1u << 20)) {
+      EXPECT_LT(std::abs(r.error), 0.15);
+    }
+  }
+  EXPECT_LT(clean_sum / clean, 0.10);
+}
