@@ -35,8 +35,9 @@ std::vector<sim::MeasuredRow> readMeasuredFiles(const std::string& setting, cons
 void printWanCalibration(const std::string& setting, const sim::Calibration& c) {
   const auto& p = c.platform;
   std::printf("# %s: WAN at %.4f x %.1f Mbit/s, round trip %.2f ms (%+.2f ms over the setting's), one stream under "
-              "loss at MSS/RTT x %.3f / sqrt(p)\n",
-              setting.c_str(), p.wan_factor, p.wan_Bps * 8 / 1e6, p.wanRtt() * 1e3, p.wan_rtt_extra_s * 1e3, p.stream_c);
+              "loss at MSS/RTT x %.3f / p^%.3f\n",
+              setting.c_str(), p.wan_factor, p.wan_Bps * 8 / 1e6, p.wanRtt() * 1e3, p.wan_rtt_extra_s * 1e3, p.stream_c,
+              p.loss_exponent);
   std::set<double> losses;
   for (const auto& r : c.rows)
     if (r.measured.wan_loss > 0 && losses.insert(r.measured.wan_loss).second)

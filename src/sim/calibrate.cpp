@@ -212,7 +212,8 @@ void saveCalibration(const std::string& path, const std::string& setting, const 
   if (c.platform.sites > 1)
     j.update({{"sites", c.platform.sites}, {"wan_Bps", c.platform.wan_Bps}, {"wan_factor", c.platform.wan_factor},
               {"wan_rtt_s", c.platform.wan_rtt_s}, {"wan_rtt_extra_s", c.platform.wan_rtt_extra_s},
-              {"wan_loss", c.platform.wan_loss}, {"stream_c", c.platform.stream_c}, {"mss_bytes", c.platform.mss_bytes}});
+              {"wan_loss", c.platform.wan_loss}, {"stream_c", c.platform.stream_c}, {"mss_bytes", c.platform.mss_bytes},
+              {"loss_exponent", c.platform.loss_exponent}});
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp);
@@ -268,6 +269,7 @@ PlatformSpec loadCalibration(const std::string& path) {
                               {"wan_loss", &PlatformSpec::wan_loss}, {"stream_c", &PlatformSpec::stream_c},
                               {"mss_bytes", &PlatformSpec::mss_bytes}})
       num(key, p.*field);
+    if (j.contains("loss_exponent")) num("loss_exponent", p.loss_exponent);
   }
   p.sites = static_cast<int>(sites);
   p.nodes = static_cast<int>(nodes);

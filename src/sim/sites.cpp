@@ -12,7 +12,7 @@ namespace sg4 = simgrid::s4u;
 
 double PlatformSpec::streamCapBps() const {
   if (sites < 2 || !(wan_loss > 0)) return 0;
-  return mss_bytes / wanRtt() * stream_c / std::sqrt(wan_loss);
+  return mss_bytes / wanRtt() * stream_c / std::pow(wan_loss, loss_exponent);
 }
 
 std::optional<PlatformSpec> parseSiteSetting(const std::string& setting) {
@@ -46,6 +46,7 @@ void validateSites(const PlatformSpec& p) {
   if (!(p.wan_loss >= 0 && p.wan_loss < 1)) bad("wan_loss", "must be in [0, 1)");
   if (p.wan_loss > 0 && !(p.wanRtt() > 0)) bad("wan_rtt_s", "must be positive on a lossy WAN (the stream bound)");
   if (!(p.stream_c > 0) || !(p.mss_bytes > 0)) bad("stream_c", "and mss_bytes must be positive");
+  if (!(p.loss_exponent > 0 && p.loss_exponent <= 2)) bad("loss_exponent", "must be in (0, 2]");
   if (p.streams < 1) bad("streams", "must be at least 1");
 }
 

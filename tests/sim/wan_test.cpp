@@ -101,6 +101,26 @@ TEST(SimWan, CalibrateRecoversTheWan) {
   EXPECT_NEAR(c.platform.wan_factor, 0.92, 0.01);
   EXPECT_NEAR(c.platform.wan_rtt_extra_s, 1.5e-3, 0.5e-3);
   EXPECT_NEAR(c.platform.stream_c, 2.5, 0.05);
+  EXPECT_DOUBLE_EQ(c.platform.loss_exponent, 0.5);  // one loss: Mathis's exponent stays
+  EXPECT_LT(c.max_abs_error, 0.02);
+}
+
+// Rows at two losses also give the exponent of the loss in the stream's bound.
+TEST(SimWan, CalibrateRecoversTheLossExponent) {
+  PlatformSpec truth = parseSetting("2s2x1@1gbit/100mbit,50ms");
+  truth.stream_c = 0.6;
+  truth.loss_exponent = 0.7;
+  std::vector<MeasuredRow> rows;
+  for (double loss : {0.001, 0.005})
+    for (const auto& algo : {"ring", "hd"}) {
+      MeasuredRow r{"allreduce", algo, 4u << 20, 0};
+      r.wan_loss = loss;
+      r.time_s = simulateCollective(rowPlatform(truth, r), specFor(r, truth, 1 << 20)).time_s;
+      rows.push_back(r);
+    }
+  const auto c = calibrateWan(parseSetting("2s2x1@1gbit/100mbit,50ms"), rows, 1 << 20);
+  EXPECT_NEAR(c.platform.loss_exponent, 0.7, 0.02);
+  EXPECT_NEAR(c.platform.stream_c, 0.6, 0.06);
   EXPECT_LT(c.max_abs_error, 0.02);
 }
 

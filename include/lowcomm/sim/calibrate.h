@@ -62,8 +62,9 @@ Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>&
 // A setting of sites (start.sites > 1): fits the WAN to the rows, each simulated on
 // rowPlatform(start, row). Over two rounds: wan_factor to the rows of at least 1 MiB without loss
 // (kLinkFactorRange), wan_rtt_extra_s to the smaller rows without loss (within +-wan_rtt_s / 2),
-// stream_c to the rows of at least 1 MiB with loss (kStreamCRange). A value no row pins stays
-// start's. The LAN's values stay start's.
+// stream_c to the rows of at least 1 MiB with loss (kStreamCRange; with rows at two losses or
+// more also loss_exponent, from stream_c fitted per loss). A value no row pins stays start's. The
+// LAN's values stay start's.
 Calibration calibrateWan(const PlatformSpec& start, const std::vector<MeasuredRow>& rows, size_t segment_bytes);
 
 // Simulates every row on `p` and reports the errors (no fitting): validation.

@@ -97,6 +97,9 @@ struct PlatformSpec {
   // stream_c is 1.22, CUBIC does better at a large bandwidth-delay product; calibrated).
   double wan_loss = 0;
   double stream_c = 1.22;
+  // The bound as mss_bytes / RTT x stream_c / wan_loss^loss_exponent: Mathis's 0.5, unless rows
+  // at two losses or more fit another (CUBIC's response function falls faster with loss).
+  double loss_exponent = 0.5;
   double mss_bytes = 1448;
   // Striping (CommOptions::streams, stripe_min_bytes): a message of at least stripe_min_bytes
   // between ranks of different sites travels as `streams` contiguous near-equal pieces, one flow
