@@ -93,13 +93,19 @@ int simulateCollectives(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--shm-piece", shm_piece, "hier in shared memory: the segment's piece, bytes")->capture_default_str();
   app.add_option("--cores", p.cores, "cores per node")->capture_default_str();
+  app.add_option("--streams", p.streams, "sites: TCP streams per pair across the WAN (comm.streams)")->capture_default_str();
+  app.add_option("--stripe-min", p.stripe_min_bytes, "sites: smallest message striped over the streams, bytes")
+      ->capture_default_str();
   app.add_option("--json", json, "write all rows to this JSON file");
   app.add_option("--calibration", calibration,
                  "a `simulate calibrate` output: its bandwidth factor, latency and host values replace the options");
   if (!parseArgs(app, argc, argv)) return 0;
   const auto parsed = sim::parseSetting(setting);
   if (!calibration.empty()) {
+    const int streams = p.streams;
+    const uint64_t stripe_min = p.stripe_min_bytes;
     p = sim::loadCalibration(calibration);
+    p.streams = streams, p.stripe_min_bytes = stripe_min;
     latency_us = p.link_latency_s * 1e6;
   } else {
     p.link_latency_s = latency_us * 1e-6;
@@ -180,8 +186,8 @@ void printCalibration(const sim::Calibration& c) {
 // Fits the links' achieved rate and latency to `bench collectives --cluster` rows of one setting,
 // then host values (and, with --link-timeline, the links' rate) to training runs' timelines.
 int simulateCalibrate(int argc, char** argv) {
-  std::string setting, measured, out, base;
-  std::vector<std::string> timelines, node_timelines, link_timelines, call_timelines;
+  std::string setting, out, base;
+  std::vector<std::string> measured, timelines, node_timelines, link_timelines, call_timelines;
   size_t segment = comm::CommOptions{}.segment_bytes;
   sim::PlatformSpec p;
   bool fit = true, call_overheads = false;
@@ -189,8 +195,11 @@ int simulateCalibrate(int argc, char** argv) {
   CLI::App app{"Fit the simulated links to measured collectives (bench collectives --cluster ... --json FILE), "
                "then the links' rate in training, the host's time per message and the node memory's rate to training "
                "runs' timelines"};
-  app.add_option("--setting", setting, "the setting the rows were measured on, NODESxPROCS@RATE")->required();
-  app.add_option("--measured", measured, "bench collectives --json output");
+  app.add_option("--setting", setting, "the setting the rows were measured on, NODESxPROCS@RATE or sites")->required();
+  app.add_option("--measured", measured,
+                 "bench collectives --json output; repeatable, and for a setting of sites SETTING=FILE gives rows "
+                 "measured at another loss (fits the WAN: its rate and round trip without loss, one stream's rate "
+                 "under loss)");
   app.add_option("--timeline", timelines,
                  "a lowcomm train --timeline of a run on this setting: fits the time per message (after the links); "
                  "repeatable: one value for every run (least squares of their errors)");
@@ -239,8 +248,11 @@ int simulateCalibrate(int argc, char** argv) {
     useSetting(c.platform, p);
   }
   if (!measured.empty()) {
-    const auto rows = sim::readMeasured(measured);
-    c = fit ? sim::calibrate(p, rows, segment, call_overheads) : sim::evaluate(p, rows, segment);
+    const auto rows = readMeasuredFiles(setting, measured);
+    if (p.sites > 1 && call_overheads) throw ConfigError("simulate calibrate: --call-overheads is not fitted across sites");
+    c = !fit ? sim::evaluate(p, rows, segment)
+             : p.sites > 1 ? sim::calibrateWan(p, rows, segment) : sim::calibrate(p, rows, segment, call_overheads);
+    if (p.sites > 1) printWanCalibration(setting, c);
     std::printf("# %s: bandwidth factor %.4f (links at %.1f Mbit/s), latency %.1f us per link (%zu rows)\n",
                 setting.c_str(), c.platform.bandwidth_factor,
                 c.platform.link_Bps * c.platform.bandwidth_factor * 8 / 1e6, c.platform.link_latency_s * 1e6,

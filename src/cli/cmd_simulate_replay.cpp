@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -40,6 +41,7 @@ std::string calibrationFor(const std::string& setting, const std::vector<std::st
 struct Links {
   std::vector<std::string> calibration;
   bool plain = false;
+  int streams = 1;  // sites: TCP streams per pair across the WAN (the runs' comm.streams)
 };
 
 // The setting's nodes, processes and rate on the calibrated (or default) links, shaped as
@@ -51,6 +53,7 @@ sim::PlatformSpec platformFor(const std::string& setting, const Links& links) {
   sim::PlatformSpec p = calibration.empty() ? sim::PlatformSpec{} : sim::loadCalibration(calibration);
   useSetting(p, parsed);
   if (links.plain) p.link_burst_bytes = p.link_queue_s = 0;
+  p.streams = links.streams;
   sim::validate(p);
   return p;
 }
@@ -87,6 +90,8 @@ void addReplayOptions(CLI::App& app, sim::ReplayOptions& o, Links& links) {
                  "SETTING=FILE; repeatable");
   app.add_flag("--plain-links", links.plain,
                "links without the emulated cluster's tbf burst and queue (a real cluster's NICs)");
+  app.add_option("--streams", links.streams, "settings of sites: TCP streams per pair across the WAN (comm.streams)")
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -142,7 +147,10 @@ nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const
                            const Links& links, const WireModel& wm) {
   const std::string setting = row.at("setting"), strategy = row.at("strategy");
   nlohmann::json out = {{"setting", setting}, {"strategy", strategy}};
-  const fs::path timeline = dir / setting / strategy / "timeline.json";
+  // bench/e2e names a run's directory after its setting with every '/' as '-' (settings of sites).
+  std::string setting_dir = setting;
+  std::replace(setting_dir.begin(), setting_dir.end(), '/', '-');
+  const fs::path timeline = dir / setting_dir / strategy / "timeline.json";
   auto skip = [&out](const char* why) {
     out["skipped"] = why;
     return out;
@@ -166,6 +174,15 @@ nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const
               {"predicted_inter_node_payload_bytes", inter / r.ranks * scale},
               {"predicted_inter_node_messages", msgs / r.ranks * scale}, {"steps_replayed", r.steps},
               {"unsupported_calls", r.unsupported_calls}});
+  if (p.sites > 1) {
+    const double site0 = static_cast<double>(r.inter_site_sent.at(0)) * scale;
+    out["predicted_inter_site_payload_bytes_rank0"] = site0;
+    if (row.contains("inter_site_payload_bytes_rank0") && row["inter_site_payload_bytes_rank0"].is_number()) {
+      const double measured = row["inter_site_payload_bytes_rank0"];
+      out.update({{"measured_inter_site_payload_bytes_rank0", measured},
+                  {"inter_site_bytes_error", measured > 0 ? (site0 - measured) / measured : 0.0}});
+    }
+  }
   if (row.contains("wire_bytes_per_rank") && row["wire_bytes_per_rank"].is_number()) {
     const double measured = row["wire_bytes_per_rank"];
     out.update({{"predicted_bytes", wire}, {"measured_bytes", measured}, {"bytes_error", (wire - measured) / measured}});

@@ -2,19 +2,35 @@
 // argv[0] is the subcommand's name.
 #pragma once
 
+#include <string>
+#include <vector>
+
+#include "lowcomm/sim/calibrate.h"
 #include "lowcomm/sim/platform.h"
 
 namespace lowcomm::cli {
 
-// What an NxP@RATE setting (sim::parseSetting) decides of `p`: nodes, processes per node, the
-// links' rate and their shape (tools/cluster's tbf burst and queue); the rest of `p` stays.
+// What a setting (sim::parseSetting) decides of `p`: nodes, processes per node, the links' rate
+// and their shape (tools/cluster's tbf burst and queue), and for sites their number and the WAN's
+// nominal rate, round trip and loss; the rest of `p` (fitted factors) stays.
 inline void useSetting(sim::PlatformSpec& p, const sim::PlatformSpec& setting) {
+  p.sites = setting.sites;
+  p.wan_Bps = setting.wan_Bps;
+  p.wan_rtt_s = setting.wan_rtt_s;
+  p.wan_loss = setting.wan_loss;
   p.nodes = setting.nodes;
   p.ppn = setting.ppn;
   p.link_Bps = setting.link_Bps;
   p.link_burst_bytes = setting.link_burst_bytes;
   p.link_queue_s = setting.link_queue_s;
 }
+
+// `simulate calibrate --measured` values: FILE (rows measured on `setting`) or SETTING=FILE (a
+// setting of sites differing from `setting` only in its loss: its rows carry that loss). Throws
+// ConfigError naming the value.
+std::vector<sim::MeasuredRow> readMeasuredFiles(const std::string& setting, const std::vector<std::string>& values);
+// The WAN values a calibration of a setting of sites found (cmd_simulate_wan.cpp).
+void printWanCalibration(const std::string& setting, const sim::Calibration& c);
 
 int simulateReplay(int argc, char** argv);
 int simulateValidate(int argc, char** argv);

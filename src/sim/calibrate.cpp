@@ -12,6 +12,7 @@
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/algorithm_table.h"
 #include "lowcomm/sim/collectives.h"
+#include "fit.h"
 
 namespace lowcomm::sim {
 
@@ -25,49 +26,15 @@ bool simulated(const std::string& op, const std::string& algo) {
   return std::find(algos.begin(), algos.end(), algo) != algos.end();
 }
 
-// Minimum of f on [lo, hi] (unimodal), golden-section search.
-double goldenMin(const std::function<double(double)>& f, double lo, double hi, int iters) {
-  const double g = (std::sqrt(5.0) - 1) / 2;
-  double a = lo, b = hi, c = b - g * (b - a), d = a + g * (b - a);
-  double fc = f(c), fd = f(d);
-  for (int i = 0; i < iters; ++i) {
-    if (fc < fd) {
-      b = d, d = c, fd = fc, c = b - g * (b - a), fc = f(c);
-    } else {
-      a = c, c = d, fc = fd, d = a + g * (b - a), fd = f(d);
-    }
-  }
-  return (a + b) / 2;
-}
+}  // namespace
 
-// Whether the data pin a value x fitted in [lo, hi] (loss_at: the fit's loss at a value, a mean
-// squared log error): only away from both ends (by `margin`) and where x - d and x + d both raise
-// the loss by kPinLoss (as a 1 % error on every row or run would). Else the data only bound it:
-// e.g. copies that the pipelined hier hides behind the leaders' ring leave every faster rate as
-// good as the fit.
-constexpr double kPinLoss = 1e-4;
-bool pinnedAt(double x, double lo, double hi, double margin, double d, const std::function<double(double)>& loss_at) {
-  if (!(x > lo + margin && x < hi - margin)) return false;
-  return std::min(loss_at(x - d), loss_at(x + d)) > loss_at(x) + kPinLoss;
-}
-// The node memory's rate is fitted in log10 of bytes per second over kNodeMemoryLog10 and pinned
-// when half and twice the rate fit worse; the links' factor over kLinkFactorRange, pinned when
-// 0.1 less and more fit worse (lowcomm/sim/calibrate.h).
-constexpr double kNodeLo = kNodeMemoryLog10.lo, kNodeHi = kNodeMemoryLog10.hi, kNodeMargin = 0.05;
-bool nodeRatePinned(double lg, const std::function<double(double)>& loss_at) {
-  return pinnedAt(lg, kNodeLo, kNodeHi, kNodeMargin, std::log10(2.0), loss_at);
-}
-constexpr double kLinkLo = kLinkFactorRange.lo, kLinkHi = kLinkFactorRange.hi, kLinkMargin = 0.01, kLinkStep = 0.1;
-static_assert(kLinkLo - kLinkStep > 0 && kLinkHi + kLinkStep <= 1.5, "factors a platform accepts (platform.cpp)");
-
-// Mean squared log error of the rows selected by `use`, simulated on p.
 double loss(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t seg,
             const std::function<bool(const MeasuredRow&)>& use) {
   double sum = 0;
   int k = 0;
   for (const auto& r : rows) {
     if (!use(r)) continue;
-    const double t = simulateCollective(p, specFor(r, p, seg)).time_s;
+    const double t = simulateCollective(rowPlatform(p, r), specFor(r, p, seg)).time_s;
     const double e = std::log(t / r.time_s);
     sum += e * e;
     ++k;
@@ -75,8 +42,6 @@ double loss(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t 
   return k ? sum / k : 0;
 }
 
-// The x in [lo, hi] whose p.*field = value(x) simulates the rows selected by `use` best (golden
-// section on loss); p's other values stay.
 double fitRows(const PlatformSpec& p, double PlatformSpec::*field, double lo, double hi, double (*value)(double),
                const std::vector<MeasuredRow>& rows, size_t seg, const std::function<bool(const MeasuredRow&)>& use) {
   return goldenMin(
@@ -88,15 +53,14 @@ double fitRows(const PlatformSpec& p, double PlatformSpec::*field, double lo, do
       lo, hi, 18);
 }
 
-double same(double x) { return x; }
-double tenTo(double lg) { return std::pow(10.0, lg); }
+namespace {
 
 // Simulated times of the rows selected by `use` (0 for the others).
 std::vector<double> simulateRows(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t seg,
                                  const std::function<bool(const MeasuredRow&)>& use) {
   std::vector<double> t(rows.size(), 0);
   for (size_t i = 0; i < rows.size(); ++i)
-    if (use(rows[i])) t[i] = simulateCollective(p, specFor(rows[i], p, seg)).time_s;
+    if (use(rows[i])) t[i] = simulateCollective(rowPlatform(p, rows[i]), specFor(rows[i], p, seg)).time_s;
   return t;
 }
 
@@ -138,11 +102,19 @@ std::vector<MeasuredRow> readMeasured(const std::string& path) {
     // Files written before `node_piece` existed: hier over TCP (which they measured).
     const size_t piece = row.contains("node_piece") ? row["node_piece"].get<size_t>() : 0;
     out.push_back({row["op"], row["algo"], row["bytes"].get<size_t>(), row["time_us"].get<double>() * 1e-6, piece});
+    if (row.contains("streams")) out.back().streams = row["streams"].get<int>();
   }
   if (out.empty())
     throw ConfigError("'" + path + "' has no rows the simulator can replay (backend lowcomm; ring, hd, hier, ordered, tree "
                       "or pairwise; `auto` and `shm` rows are skipped)");
   return out;
+}
+
+PlatformSpec rowPlatform(const PlatformSpec& p, const MeasuredRow& row) {
+  PlatformSpec q = p;
+  if (row.wan_loss >= 0) q.wan_loss = row.wan_loss;
+  if (row.streams > 0) q.streams = row.streams;
+  return q;
 }
 
 CollectiveSpec specFor(const MeasuredRow& row, const PlatformSpec& p, size_t segment_bytes) {
@@ -164,7 +136,7 @@ Calibration evaluate(const PlatformSpec& p, const std::vector<MeasuredRow>& rows
   c.platform = p;
   double sum = 0;
   for (const auto& r : rows) {
-    CalibrationRow out{r, simulateCollective(p, specFor(r, p, segment_bytes)).time_s, 0};
+    CalibrationRow out{r, simulateCollective(rowPlatform(p, r), specFor(r, p, segment_bytes)).time_s, 0};
     out.error = (out.simulated_s - r.time_s) / r.time_s;
     sum += std::abs(out.error);
     c.max_abs_error = std::max(c.max_abs_error, std::abs(out.error));
@@ -216,9 +188,10 @@ void saveCalibration(const std::string& path, const std::string& setting, const 
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : c.rows)
     rows.push_back({{"op", r.measured.op}, {"algo", r.measured.algo}, {"bytes", r.measured.bytes},
-                    {"node_piece", r.measured.node_piece}, {"measured_s", r.measured.time_s},
+                    {"node_piece", r.measured.node_piece}, {"wan_loss", rowPlatform(c.platform, r.measured).wan_loss},
+                    {"streams", rowPlatform(c.platform, r.measured).streams}, {"measured_s", r.measured.time_s},
                     {"simulated_s", r.simulated_s}, {"error", r.error}});
-  const nlohmann::json j = {{"setting", setting},
+  nlohmann::json j = {{"setting", setting},
                             {"nodes", c.platform.nodes},
                             {"ppn", c.platform.ppn},
                             {"link_Bps", c.platform.link_Bps},
@@ -236,6 +209,11 @@ void saveCalibration(const std::string& path, const std::string& setting, const 
                             {"mean_abs_error", c.mean_abs_error},
                             {"max_abs_error", c.max_abs_error},
                             {"rows", rows}};
+  if (c.platform.sites > 1)
+    j.update({{"sites", c.platform.sites}, {"wan_Bps", c.platform.wan_Bps}, {"wan_factor", c.platform.wan_factor},
+              {"wan_rtt_s", c.platform.wan_rtt_s}, {"wan_rtt_extra_s", c.platform.wan_rtt_extra_s},
+              {"wan_loss", c.platform.wan_loss}, {"stream_c", c.platform.stream_c}, {"mss_bytes", c.platform.mss_bytes},
+              {"loss_exponent", c.platform.loss_exponent}});
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp);
@@ -283,117 +261,22 @@ PlatformSpec loadCalibration(const std::string& path) {
       p.call_overhead_s[key] = v.get<double>();
     }
   }
+  double sites = 1;
+  if (j.contains("sites")) {  // a setting of sites (files without it: one site)
+    num("sites", sites);
+    for (auto [key, field] : {std::pair{"wan_Bps", &PlatformSpec::wan_Bps}, {"wan_factor", &PlatformSpec::wan_factor},
+                              {"wan_rtt_s", &PlatformSpec::wan_rtt_s}, {"wan_rtt_extra_s", &PlatformSpec::wan_rtt_extra_s},
+                              {"wan_loss", &PlatformSpec::wan_loss}, {"stream_c", &PlatformSpec::stream_c},
+                              {"mss_bytes", &PlatformSpec::mss_bytes}})
+      num(key, p.*field);
+    if (j.contains("loss_exponent")) num("loss_exponent", p.loss_exponent);
+  }
+  p.sites = static_cast<int>(sites);
   p.nodes = static_cast<int>(nodes);
   p.ppn = static_cast<int>(ppn);
   p.cores = static_cast<int>(cores);
   validate(p);
   return p;
-}
-
-namespace {
-
-void requireRuns(const TrainingRuns& runs) {
-  if (runs.empty()) throw ConfigError("simulate calibrate: no training run to fit a host value to");
-}
-
-// The replay of every run on p: per run, the measured and the predicted mean step.
-void replayRuns(const PlatformSpec& p, const TrainingRuns& runs, std::vector<double>& measured,
-                std::vector<double>& predicted) {
-  measured.clear(), predicted.clear();
-  for (const auto& programs : runs) {
-    const auto r = replay(p, programs);
-    measured.push_back(r.measured_step_s), predicted.push_back(r.predicted_step_s);
-  }
-}
-
-// Whether any rank of any run makes a call that `pred` holds for.
-bool anyCall(const TrainingRuns& runs, const std::function<bool(const CallSpec&)>& pred) {
-  for (const auto& programs : runs)
-    for (const auto& prog : programs)
-      if (std::any_of(prog.calls.begin(), prog.calls.end(), pred)) return true;
-  return false;
-}
-
-// ConfigError unless every run (replayed into `fit`) has a measured step time.
-void requireMeasured(const OverheadFit& fit) {
-  for (size_t i = 0; i < fit.measured_step_s.size(); ++i)
-    if (!(fit.measured_step_s[i] > 0) || !std::isfinite(fit.measured_step_s[i]))
-      throw ConfigError("simulate calibrate: training run " + std::to_string(i + 1) +
-                        " has no measured step time (its step spans last 0): nothing to fit to");
-}
-
-// A host time per call is fitted over kCallOverheadRange and pinned when 1 ms less and more fit worse.
-constexpr double kCallHi = kCallOverheadRange.hi, kCallStep = 1e-3;
-
-// The mean over the runs of the squared log errors of their predicted mean steps on p.
-double runsLoss(const PlatformSpec& p, const TrainingRuns& runs) {
-  std::vector<double> m, pr;
-  replayRuns(p, runs, m, pr);
-  double sum = 0;
-  for (size_t i = 0; i < m.size(); ++i) sum += std::pow(std::log(pr[i] / m[i]), 2);
-  return m.empty() ? 0 : sum / static_cast<double>(m.size());
-}
-
-// Puts a fitted x into a platform (e.g. message_overhead_s = x, node_memory_Bps = 10^x).
-using Setter = std::function<void(PlatformSpec&, double)>;
-
-// The x in [lo, hi] whose platform (start with set(x)) replays the runs' measured mean step times
-// best (golden section on runsLoss); start's other values stay. Kept only where the runs pin it
-// (pinnedAt with `margin` and `d`; d = 0: always kept); else start's value back (pinned = false).
-// The runs are replayed on the result.
-OverheadFit fitHostValue(const PlatformSpec& start, const TrainingRuns& runs, const Setter& set, double lo, double hi,
-                         double margin = 0, double d = 0) {
-  OverheadFit fit;
-  fit.platform = start;
-  replayRuns(start, runs, fit.measured_step_s, fit.predicted_step_s);
-  requireMeasured(fit);
-  auto err = [&](double x) {
-    PlatformSpec q = start;
-    set(q, x);
-    return runsLoss(q, runs);
-  };
-  const double x = goldenMin(err, lo, hi, 14);
-  if (d == 0 || pinnedAt(x, lo, hi, margin, d, err)) {
-    set(fit.platform, x);
-  } else {
-    fit.pinned = false;
-  }
-  replayRuns(fit.platform, runs, fit.measured_step_s, fit.predicted_step_s);
-  return fit;
-}
-
-}  // namespace
-
-OverheadFit fitCallOverhead(const PlatformSpec& start, const TrainingRuns& runs, const std::string& key) {
-  requireRuns(runs);
-  const auto slash = key.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == key.size())
-    throw ConfigError("simulate calibrate: call kind '" + key + "' is not op/algo (e.g. allgatherv/ring)");
-  if (!anyCall(runs, [&](const CallSpec& c) { return c.op + "/" + comm::algoName(c.algo) == key; })) throw ConfigError("simulate calibrate: no " + key + " call in the runs: nothing to fit its host time to");
-  // Pinned where 1 ms less and more fit worse (calls hidden behind compute leave the loss flat);
-  // below 0 (pinnedAt looks 1 ms below a fit under 1 ms) is none.
-  return fitHostValue(start, runs, [&](PlatformSpec& p, double x) { p.call_overhead_s[key] = std::max(0.0, x); },
-                      kCallOverheadRange.lo, kCallHi, 0.0, kCallStep);
-}
-
-OverheadFit fitMessageOverhead(const PlatformSpec& start, const TrainingRuns& runs) {
-  requireRuns(runs);
-  return fitHostValue(start, runs, [](PlatformSpec& p, double x) { p.message_overhead_s = x; }, 0.0, 5e-3);
-}
-
-OverheadFit fitLinkRate(const PlatformSpec& start, const TrainingRuns& runs) {
-  requireRuns(runs);
-  return fitHostValue(start, runs, [](PlatformSpec& p, double x) { p.bandwidth_factor = x; }, kLinkLo, kLinkHi,
-                      kLinkMargin, kLinkStep);
-}
-
-OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
-  requireRuns(runs);
-  if (!anyCall(runs, [](const CallSpec& c) { return c.node_piece > 0; }))
-    throw ConfigError("simulate calibrate: no hier allreduce of the --node-timeline runs ran in shared memory (no "
-                      "node_piece on their calls): nothing to fit the node memory to");
-  return fitHostValue(start, runs, [](PlatformSpec& p, double lg) { p.node_memory_Bps = tenTo(lg); }, kNodeLo, kNodeHi,
-                      kNodeMargin, std::log10(2.0));
 }
 
 }  // namespace lowcomm::sim

@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/sim/platform.h"
+#include "sites.h"
 
 namespace lowcomm::sim {
 
@@ -32,10 +33,12 @@ double parseRate(const std::string& rate) {
 double emulatedBurstBytes(double link_Bps) { return std::max(std::floor(link_Bps / 250), 131072.0); }
 
 PlatformSpec parseSetting(const std::string& setting) {
+  if (auto sites = parseSiteSetting(setting)) return *sites;
   static const std::regex re(R"((\d+)x(\d+)@(.+))");
   std::smatch m;
   if (!std::regex_match(setting, m, re))
-    throw ConfigError("setting '" + setting + "': expected NODESxPROCS@RATE, e.g. 4x1@100mbit");
+    throw ConfigError("setting '" + setting + "': expected NODESxPROCS@RATE, e.g. 4x1@100mbit, or sites "
+                      "SITESsNODESxPROCS@LAN/WAN,RTTms[,LOSS%], e.g. 2s2x1@1gbit/100mbit,50ms,0.1%");
   PlatformSpec p;
   p.nodes = std::stoi(m[1]);
   p.ppn = std::stoi(m[2]);
@@ -84,6 +87,7 @@ void validate(const PlatformSpec& p) {
     if (p.ina_chunk_bytes == 0) bad("ina_chunk_bytes", "must be positive");
     if (p.ina_window < 1) bad("ina_window", "must be at least 1");
   }
+  validateSites(p);
 }
 
 namespace {
@@ -252,6 +256,10 @@ SimPlatform buildPlatform(const PlatformSpec& p) {
   // 4096-rank barrier: 6.3 GB).
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   mallopt(M_MMAP_MAX, 1 << 24);
+  if (p.sites > 1) {
+    buildSites(p, out);
+    return out;
+  }
   if (p.topology == "rail") {
     buildRail(p, out);
     return out;

@@ -167,7 +167,7 @@ nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& 
     cycles.push_back(st.step_s.empty() ? 0.0 : (st.last_end - st.first_begin) / static_cast<double>(st.step_s.size()));
   }
   return {{"steps", steps},          {"bytes_sent", net.sent},        {"inter_node_sent", net.inter_node_sent}, {"inter_leaf_sent", net.inter_leaf_sent},
-          {"messages", net.messages}, {"calls", sh.calls}, {"coarse_calls", sh.coarsened}, {"cycles", cycles}};
+          {"inter_site_sent", net.inter_site_sent}, {"messages", net.messages}, {"calls", sh.calls}, {"coarse_calls", sh.coarsened}, {"cycles", cycles}};
 }
 
 double mean(const std::vector<double>& v) {
@@ -202,6 +202,7 @@ ReplayResult replay(const PlatformSpec& platform, const std::vector<RankProgram>
   r.bytes_sent = j["bytes_sent"].get<std::vector<uint64_t>>();
   r.inter_node_sent = j["inter_node_sent"].get<std::vector<uint64_t>>();
   r.inter_leaf_sent = j["inter_leaf_sent"].get<std::vector<uint64_t>>();
+  r.inter_site_sent = j["inter_site_sent"].get<std::vector<uint64_t>>();
   r.wall_s = wall_s;
   r.messages_sent = j["messages"].get<std::vector<uint64_t>>();
   r.calls = j["calls"];

@@ -21,6 +21,7 @@ SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> no
       messages(host_of_rank.size(), 0),
       inter_node_sent(host_of_rank.size(), 0),
       inter_leaf_sent(host_of_rank.size(), 0),
+      inter_site_sent(host_of_rank.size(), 0),
       world_(static_cast<int>(host_of_rank.size())),
       notice_bytes_(p.notice_bytes),
       message_overhead_s_(p.message_overhead_s),
@@ -31,8 +32,13 @@ SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> no
       call_overhead_s_(p.call_overhead_s),
       node_memory_work_(p.reduce_Bps / p.node_memory_Bps),
       host_of_(std::move(host_of_rank)),
-      node_of_(std::move(node_of)) {
+      node_of_(std::move(node_of)),
+      stream_cap_Bps_(p.streamCapBps()),
+      wan_oneway_s_(p.sites > 1 ? p.wanRtt() / 2 : 0),
+      streams_(p.streams),
+      stripe_min_(p.stripe_min_bytes) {
   for (int r = 0; r < world_; ++r) leaf_of_.push_back(p.leafOfRank(r));
+  for (int r = 0; r < world_; ++r) site_of_.push_back(p.siteOf(node_of_[r]));
   if (burst_bytes_ > 0 || queue_s_ > 0) {
     const int nodes = node_of_.empty() ? 0 : *std::max_element(node_of_.begin(), node_of_.end()) + 1;
     out_.resize(nodes);
@@ -62,7 +68,7 @@ double SimNetwork::queueWait(int a) const {
 }
 
 void SimNetwork::joinQueue(int src, int dst, Pending& m) {
-  if (queue_s_ <= 0 || m.in_queue || sameNode(src, dst)) return;
+  if (queue_s_ <= 0 || m.in_queue || sameNode(src, dst) || otherSite(src, dst)) return;
   auto& crossing = out_[node_of_[src]].crossing;
   m.queued = crossing.insert(crossing.end(), Queued{nullptr, static_cast<double>(m.bytes)});
   m.in_queue = true;
@@ -98,6 +104,7 @@ void SimNetwork::count(int src, int dst, uint64_t bytes, uint64_t msgs) {
   inter_node += bytes;
   inter_node_sent[src] += bytes;
   if (otherLeaf(src, dst)) inter_leaf_sent[src] += bytes;
+  if (otherSite(src, dst)) inter_site_sent[src] += bytes;
 }
 
 SimNetwork::Pair& SimNetwork::pair(int src, int dst) {
@@ -119,6 +126,21 @@ SimNetwork::Pair& SimNetwork::pair(int src, int dst) {
     sg4::Actor::create("notify" + std::to_string(dst) + ">" + std::to_string(src), host_of_[dst],
                        [this, src, dst, &ref] { notifier(src, dst, ref); })
         ->daemonize();
+    if (otherSite(src, dst)) {  // notices cross the WAN pipelined
+      ref.landing_events = sg4::Semaphore::create(0);
+      sg4::Actor::create("land" + std::to_string(dst) + ">" + std::to_string(src), host_of_[src],
+                         [this, src, dst, &ref] { lander(src, dst, ref); })
+          ->daemonize();
+    }
+  }
+  if (otherSite(src, dst)) {
+    checkActorBudget(ref.landing_events ? 2 : 1);
+    ref.delivering_events = sg4::Semaphore::create(0);
+    auto deliver = sg4::Actor::create("deliver" + std::to_string(src) + ">" + std::to_string(dst), host_of_[dst],
+                                      [this, src, dst, &ref] { deliverer(src, dst, ref); });
+    deliver->daemonize();
+    ref.stream_box = sg4::Mailbox::by_name("streams " + std::to_string(src) + ">" + std::to_string(dst));
+    ref.stream_box->set_receiver(deliver);
   }
   return ref;
 }
@@ -139,7 +161,7 @@ void SimNetwork::posted(int src, int dst, uint64_t slot) {
   }
   // A notice joins its links' queues when it is posted, behind what they hold then.
   double leaves = sg4::Engine::get_clock();
-  if (queue_s_ > 0 && !sameNode(src, dst)) leaves += queueWait(node_of_[dst]);
+  if (queue_s_ > 0 && !sameNode(src, dst) && !otherSite(src, dst)) leaves += queueWait(node_of_[dst]);
   if (!p.notices.empty()) leaves = std::max(leaves, p.notices.back().second);  // FIFO
   p.notices.emplace_back(slot, leaves);
   p.notice_events->release();
@@ -153,16 +175,37 @@ void SimNetwork::notifier(int src, int dst, Pair& p) {
     p.notices.pop_front();
     if (leaves > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(leaves);
     static char notice;  // a payload (SimGrid refuses a null one); no data moves
+    if (p.landing_events) {  // across sites: the lander takes it in
+      p.landing.emplace_back(p.notice_box->put_async(&notice, static_cast<uint64_t>(notice_bytes_)), slot);
+      p.landing_events->release();
+      continue;
+    }
     p.notice_box->put(&notice, static_cast<uint64_t>(notice_bytes_));  // from dst's host to src's
     p.notice_box->get<char>();  // out of the box's received list: it is the one just put
-    p.posted.insert(slot);
-    for (auto& m : p.queue)
-      if (m.slot == slot && !m.in_queue) {
-        joinQueue(src, dst, m);
-        break;
-      }
-    p.events->release();
+    noticeIn(src, dst, p, slot);
   }
+}
+
+void SimNetwork::lander(int src, int dst, Pair& p) {
+  for (;;) {
+    p.landing_events->acquire();
+    auto [comm, slot] = p.landing.front();
+    p.landing.pop_front();
+    comm->wait();  // notices started in order on one route arrive in order
+    sg4::this_actor::sleep_until(comm->get_finish_time() + wan_oneway_s_);
+    p.notice_box->get<char>();
+    noticeIn(src, dst, p, slot);
+  }
+}
+
+void SimNetwork::noticeIn(int src, int dst, Pair& p, uint64_t slot) {
+  p.posted.insert(slot);
+  for (auto& m : p.queue)
+    if (m.slot == slot && !m.in_queue) {
+      joinQueue(src, dst, m);
+      break;
+    }
+  p.events->release();
 }
 
 // The pair's connection: sends the first queued message whose receive is posted, one at a time.
@@ -177,7 +220,8 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
     Pending msg = *ready;
     p.queue.erase(ready);
     p.posted.erase(p.posted.find(msg.slot));
-    const bool shaped = (burst_bytes_ > 0 || queue_s_ > 0) && !sameNode(src, dst);
+    const bool across = otherSite(src, dst);
+    const bool shaped = (burst_bytes_ > 0 || queue_s_ > 0) && !sameNode(src, dst) && !across;
     const bool queued = shaped && queue_s_ > 0;
     const int a = node_of_[src], b = node_of_[dst];
     // Its notice is in: the host writes it now, so a notice posted from here on leaves behind it.
@@ -189,13 +233,47 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
     if (shaped) rated -= std::min(msg.bytes, static_cast<uint64_t>(takeBurst(a, b, static_cast<double>(msg.bytes))));
     // The payload pointer carries the slot (+ 1: SimGrid refuses a null payload), so the receiver
     // can check it got the message it expects.
-    auto comm = mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f)
-                    ->put_async(reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot + 1)), rated);
-    if (queued) msg.queued->comm = comm;
-    comm->wait();
+    if (across) {
+      sendAcross(src, dst, p, msg.slot, rated);
+    } else {
+      auto comm = mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f)
+                      ->put_async(reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot + 1)), rated);
+      if (queued) msg.queued->comm = comm;
+      comm->wait();
+    }
     if (queued) out_[a].crossing.erase(msg.queued);
     if (shaped) burstDone(a, b);
     msg.done->release();
+  }
+}
+
+void SimNetwork::sendAcross(int src, int dst, Pair& p, uint64_t slot, uint64_t bytes) {
+  const uint64_t k = streams_ > 1 && bytes >= stripe_min_ ? static_cast<uint64_t>(streams_) : 1;
+  // Contiguous near-equal pieces (the first bytes % k one byte longer), each its own stream.
+  std::vector<sg4::CommPtr> stripes;
+  static char piece;  // a payload (SimGrid refuses a null one); no data moves
+  for (uint64_t i = 0; i < k; ++i) {
+    auto c = p.stream_box->put_init(&piece, bytes / k + (i < bytes % k ? 1 : 0));
+    if (stream_cap_Bps_ > 0) c->set_rate(stream_cap_Bps_);
+    c->start();
+    stripes.push_back(c);
+  }
+  sg4::Comm::wait_all(stripes);
+  p.delivering.emplace_back(slot, sg4::Engine::get_clock() + wan_oneway_s_);
+  p.stream_count.push_back(k);
+  p.delivering_events->release();
+}
+
+void SimNetwork::deliverer(int src, int dst, Pair& p) {
+  for (;;) {
+    p.delivering_events->acquire();
+    const auto [slot, arrives] = p.delivering.front();
+    p.delivering.pop_front();
+    for (uint64_t k = p.stream_count.front(); k > 0; --k) p.stream_box->get<char>();  // in, out of the list
+    p.stream_count.pop_front();
+    sg4::this_actor::sleep_until(arrives);
+    // The receive is posted (its notice let the bytes go): the hand-over costs the LAN's latency.
+    mailbox(src, dst, static_cast<uint32_t>(slot >> 26) & 0x3f)->put(reinterpret_cast<void*>(static_cast<uintptr_t>(slot + 1)), 0);
   }
 }
 

@@ -29,7 +29,8 @@ class InaFabric;
 // go one at a time: a message is transferred once the sender knows its receiver has posted the
 // matching receive and no other message of the pair is on the wire; among ready messages the one
 // posted first goes first. A daemon "sender" actor per pair, on the sender's host, does that; a
-// daemon "notifier" on the receiver's host carries the receiver's notices to it (Gloo's
+// daemon "notifier" on the receiver's host carries the receiver's notices to it (across sites
+// with a "lander" on the sender's host that takes them in; lander()) (Gloo's
 // NOTIFY_RECV_READY), one after another.
 //
 // With PlatformSpec::link_burst_bytes (the emulated cluster's tbf), each node's way out and way
@@ -38,7 +39,11 @@ class InaFabric;
 // of this network crosses its link (empty at time 0). With PlatformSpec::link_queue_s, those
 // links are FIFO queues too: a notice waits behind what the messages crossing its way have left
 // to send on its node's way out (TCP keeps a shaped link's queue full), at most the queue's
-// length. The switch's port to the peer holds no queue: what arrives there from one node comes at
+// length; only between nodes of one site (PlatformSpec::sites: across, the WAN's rate shapes a
+// message, and its uplinks' bucket and queue are not modelled). A message across sites goes at
+// most at the lossy WAN's bound per stream (PlatformSpec::streamCapBps), striped over
+// PlatformSpec::streams flows from stripe_min_bytes on; the WAN's latency is added after its bytes
+// have left (sendAcross), and to a notice after it has crossed (lander). The switch's port to the peer holds no queue: what arrives there from one node comes at
 // the rate it leaves (several nodes sending to one, incast, would queue there; not modelled).
 class SimNetwork {
  public:
@@ -51,6 +56,7 @@ class SimNetwork {
   simgrid::s4u::Mailbox* mailbox(int src, int dst, uint32_t sub);
   bool sameNode(int a, int b) const { return node_of_[a] == node_of_[b]; }
   bool otherLeaf(int a, int b) const { return leaf_of_[a] != leaf_of_[b]; }
+  bool otherSite(int a, int b) const { return site_of_[a] != site_of_[b]; }
   int world() const { return world_; }
   // The host work ("flops" at reduce_Bps) of copying or summing `bytes` in a node's shared
   // memory (PlatformSpec::node_memory_Bps).
@@ -75,6 +81,7 @@ class SimNetwork {
   std::vector<uint64_t> sent, recv, messages;
   std::vector<uint64_t> inter_node_sent;  // per rank: sent to a rank of another node
   std::vector<uint64_t> inter_leaf_sent;  // per rank: sent to a rank under another leaf switch (fat-tree)
+  std::vector<uint64_t> inter_site_sent;  // per rank: sent to a rank of another site
   uint64_t inter_node = 0;
   InaFabric* ina = nullptr;  // the switch that sums allreduces (ina.h), when the platform has one
 
@@ -100,6 +107,16 @@ class SimNetwork {
     // the links' queues (link_queue_s; the post's time otherwise).
     std::deque<std::pair<uint64_t, double>> notices;
     simgrid::s4u::SemaphorePtr notice_events;
+    // Across sites: notices on their way (FIFO) and their count, for the pair's lander.
+    std::deque<std::pair<simgrid::s4u::CommPtr, uint64_t>> landing;
+    simgrid::s4u::SemaphorePtr landing_events;
+    // Across sites: messages whose bytes have left, by slot and when they arrive (FIFO).
+    std::deque<std::pair<uint64_t, double>> delivering;
+    simgrid::s4u::SemaphorePtr delivering_events;
+    // Their streams' way: the deliverer is its permanent receiver, so a stream's bytes flow at
+    // once (a host-to-host comm would ignore the stream's rate cap in SimGrid 3.32).
+    simgrid::s4u::Mailbox* stream_box = nullptr;
+    std::deque<uint64_t> stream_count;  // streams per message in `delivering`
     // The notices' way: the pair's sender actor is its permanent receiver, so a notice flows
     // as soon as it is put (SimGrid's Comm::sendto would do the same as a detached comm, and
     // SimGrid 3.32 keeps all detached comms in one list it searches linearly as each ends: a
@@ -123,8 +140,19 @@ class SimNetwork {
   // notice its rank posts in the same simulated instant: its host starts writing it then.
   void joinQueue(int src, int dst, Pending& m);
   void checkActorBudget(int more);
+  // A message across sites: its bytes leave as one flow or as stripes (host to host, no
+  // latency on the WAN's links), then the pair's deliverer hands it to the receiver one way's
+  // latency later. So its send completes once written, as on a TCP socket, not once received.
+  void sendAcross(int src, int dst, Pair& p, uint64_t slot, uint64_t bytes);
+  void deliverer(int src, int dst, Pair& p);
   void sender(int src, int dst, Pair& p);
   void notifier(int src, int dst, Pair& p);
+  // Across sites the notifier only starts each notice and a daemon "lander" on the sender's host
+  // takes them in as they arrive, so that notices posted together cross the WAN together (TCP
+  // pipelines them) instead of one round trip's half each, one after another.
+  void lander(int src, int dst, Pair& p);
+  // The notice of `slot` is in at the sender: the message may go.
+  void noticeIn(int src, int dst, Pair& p, uint64_t slot);
 
   int world_;
   long actors_ = 0, map_limit_ = 0;  // daemon actors made so far; vm.max_map_count (-1: unknown)
@@ -134,7 +162,11 @@ class SimNetwork {
   std::map<std::string, double> call_overhead_s_;
   double node_memory_work_;  // reduce_Bps / node_memory_Bps
   std::vector<simgrid::s4u::Host*> host_of_;
-  std::vector<int> node_of_, leaf_of_;
+  std::vector<int> node_of_, leaf_of_, site_of_;
+  double stream_cap_Bps_;  // 0: none
+  double wan_oneway_s_;    // across sites: the WAN's latency one way
+  int streams_;
+  uint64_t stripe_min_;
   std::unordered_map<uint64_t, simgrid::s4u::Mailbox*> boxes_;
   std::unordered_map<uint64_t, std::unique_ptr<Pair>> pairs_;
   std::unordered_map<uint64_t, std::pair<simgrid::s4u::BarrierPtr, int>> barriers_;  // and how many took it

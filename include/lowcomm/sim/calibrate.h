@@ -18,7 +18,14 @@ struct MeasuredRow {
   size_t bytes = 0;
   double time_s = 0;
   size_t node_piece = 0;  // hier allreduce whose node part ran in shared memory: its piece size
+  // Settings of sites: the WAN's loss the row ran at (< 0: the platform's) and its streams per
+  // pair across sites (the row's "streams"; 0: the platform's).
+  double wan_loss = -1;
+  int streams = 0;
 };
+
+// The platform a row ran on: p with the row's WAN loss and streams.
+PlatformSpec rowPlatform(const PlatformSpec& p, const MeasuredRow& row);
 
 struct CalibrationRow {
   MeasuredRow measured;
@@ -52,6 +59,14 @@ CollectiveSpec specFor(const MeasuredRow& row, const PlatformSpec& p, size_t seg
 Calibration calibrate(const PlatformSpec& start, const std::vector<MeasuredRow>& rows, size_t segment_bytes,
                       bool call_overheads = false);
 
+// A setting of sites (start.sites > 1): fits the WAN to the rows, each simulated on
+// rowPlatform(start, row). Over two rounds: wan_factor to the rows of at least 1 MiB without loss
+// (kLinkFactorRange), wan_rtt_extra_s to the smaller rows without loss (within +-wan_rtt_s / 2),
+// stream_c to the rows of at least 1 MiB with loss (kStreamCRange; with rows at two losses or
+// more also loss_exponent, from stream_c fitted per loss). A value no row pins stays start's. The
+// LAN's values stay start's.
+Calibration calibrateWan(const PlatformSpec& start, const std::vector<MeasuredRow>& rows, size_t segment_bytes);
+
 // Simulates every row on `p` and reports the errors (no fitting): validation.
 Calibration evaluate(const PlatformSpec& p, const std::vector<MeasuredRow>& rows, size_t segment_bytes);
 
@@ -67,6 +82,7 @@ struct FitRange {
 inline constexpr FitRange kLinkFactorRange{0.3, 1.2};     // bandwidth_factor
 inline constexpr FitRange kNodeMemoryLog10{8.0, 11.0};    // log10 of node_memory_Bps (0.1–100 GB/s)
 inline constexpr FitRange kCallOverheadRange{0.0, 5e-3};  // call_overhead_s entries, seconds
+inline constexpr FitRange kStreamCRange{0.3, 8.0};        // stream_c (calibrateWan)
 
 // Training runs to fit a host value to: each run's rank programs (readTimeline).
 using TrainingRuns = std::vector<std::vector<RankProgram>>;

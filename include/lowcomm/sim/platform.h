@@ -78,6 +78,34 @@ struct PlatformSpec {
   bool in_network_aggregation = false;
   uint64_t ina_chunk_bytes = 256 << 10;
   int ina_window = 4;
+  // Sites (star only; tools/cluster --sites): the nodes split into `sites` contiguous groups of
+  // nodes / sites. A site's nodes reach each other over their own links (the star's); between
+  // sites a message also crosses the sending site's WAN uplink (up) and the receiving site's (down),
+  // each a split-duplex link of wan_Bps x wan_factor. The WAN's latency, (wan_rtt_s +
+  // wan_rtt_extra_s) / 2 each way, is not on those links: a message's bytes leave at the links'
+  // rate and arrive that much later (its send is complete once they have left, as on a TCP
+  // socket), and a rendezvous notice arrives that much after crossing. The host links' tbf burst
+  // and queue apply inside a site only: across, the WAN's rate is what shapes a message.
+  int sites = 1;
+  double wan_Bps = 12.5e6;        // per site uplink and direction, nominal (100 Mbit/s)
+  double wan_factor = 1.0;        // achieved / nominal WAN rate (calibrated)
+  double wan_rtt_s = 0.05;        // the setting's round trip between two sites
+  double wan_rtt_extra_s = 0;     // what the emulated WAN adds to it (calibrated, may be negative)
+  // Loss: the fraction of packets the WAN drops each way. SimGrid's flows lose nothing, so a
+  // lossy WAN is a cap on every flow crossing it: one TCP stream carries at most
+  // mss_bytes / RTT x stream_c / sqrt(wan_loss) bytes per second (Mathis et al. 1997; Reno's
+  // stream_c is 1.22, CUBIC does better at a large bandwidth-delay product; calibrated).
+  double wan_loss = 0;
+  double stream_c = 1.22;
+  // The bound as mss_bytes / RTT x stream_c / wan_loss^loss_exponent: Mathis's 0.5, unless rows
+  // at two losses or more fit another (CUBIC's response function falls faster with loss).
+  double loss_exponent = 0.5;
+  double mss_bytes = 1448;
+  // Striping (CommOptions::streams, stripe_min_bytes): a message of at least stripe_min_bytes
+  // between ranks of different sites travels as `streams` contiguous near-equal pieces, one flow
+  // each, in parallel (each under its own loss cap); the message is in once all are.
+  int streams = 1;
+  uint64_t stripe_min_bytes = 256 << 10;
 
   int world() const { return nodes * ppn; }
   int nodeOf(int rank) const { return rank / ppn; }  // ranks fill one node after another
@@ -87,11 +115,17 @@ struct PlatformSpec {
   // A rank's leaf switch: its node's on a fat-tree, its rail (local rank) on "rail".
   int leafOfRank(int rank) const { return topology == "rail" ? rank % ppn : leafOf(nodeOf(rank)); }
   int leafHosts() const { return nodes < leaf_size ? nodes : leaf_size; }
+  int siteOf(int node) const { return sites > 1 ? node / (nodes / sites) : 0; }
+  double wanRtt() const { return wan_rtt_s + wan_rtt_extra_s; }
+  // One TCP stream's bound across the lossy WAN, bytes per second (0: no loss, no bound).
+  double streamCapBps() const;
 };
 
 // "NxP@RATE" as bench/e2e and tools/cluster write it (4x1@100mbit, 2x2@1gbit; RATE in bit,
-// kbit, mbit or gbit per second), with tools/cluster's tbf burst and queue. Throws
-// ConfigError naming the setting.
+// kbit, mbit or gbit per second), with tools/cluster's tbf burst and queue; or a setting of sites
+// "SsNxP@LAN/WAN,RTTms[,LOSS%]" (2s2x1@1gbit/100mbit,50ms,0.1%: S sites of N nodes of P
+// processes, LAN and WAN rates, round trip and loss in percent), also with every '/' written as
+// '-' (bench/e2e's run directories). Throws ConfigError naming the setting.
 PlatformSpec parseSetting(const std::string& setting);
 
 // The burst of tools/cluster's tbf at `link_Bps`: 4 ms of traffic, at least 128 KiB (one GSO

@@ -88,6 +88,7 @@ struct ReplayResult {
   std::vector<uint64_t> bytes_sent;        // per rank, as the traffic meter counts them
   std::vector<uint64_t> inter_node_sent;   // per rank, the part sent to another node
   std::vector<uint64_t> inter_leaf_sent;   // per rank, the part sent under another leaf switch (fat-tree)
+  std::vector<uint64_t> inter_site_sent;   // per rank, the part sent to another site (PlatformSpec::sites)
   double wall_s = 0;                       // the simulation's own run time
   std::vector<uint64_t> messages_sent;     // per rank
   uint64_t calls = 0;                      // collectives replayed, all ranks
