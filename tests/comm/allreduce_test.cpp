@@ -59,8 +59,8 @@ TEST_P(AllreduceWorld, EveryAlgoTypeOpAndCount) {
   opts.group_size = n >= 4 ? 3 : 2;  // hierarchical, rails: uneven groups when n is not a multiple
   opts.shm_piece_bytes = 4096;       // shared memory: many pieces, both buffers of each
   auto comms = test::makeComms(n, opts);
-  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::rails, Algo::ordered, Algo::shm,
-                    Algo::automatic})
+  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::rails, Algo::sites, Algo::ordered,
+                    Algo::shm, Algo::automatic})
     for (DType dt : test::kAllTypes)
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min})
         for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{4099}})
@@ -73,7 +73,8 @@ TEST_P(AllreduceWorld, SeveralMiBEveryAlgo) {
   opts.group_size = 2;
   auto comms = test::makeComms(n, opts);
   const size_t count = (3u << 20) / 4 + 3;  // 3 MiB of f32, odd count
-  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::rails, Algo::ordered, Algo::shm})
+  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::rails, Algo::sites, Algo::ordered,
+                    Algo::shm})
     checkAllreduce(comms, algo, DType::f32, ReduceOp::sum, count);
   checkAllreduce(comms, Algo::ring, DType::bf16, ReduceOp::avg, count);
 }
@@ -162,12 +163,13 @@ TEST(AllreduceSelector, SharedMemoryWhenAllRanksAreLocal) {
   EXPECT_THROW(comms[0]->chooseAllreduce(64, Algo::shm), ConfigError);
 }
 
-TEST(AllreduceSelector, GroupSizeSelectsHierarchical) {
+TEST(AllreduceSelector, GroupSizeSelectsSites) {
   CommOptions o;
   o.shm = ShmMode::off;
   o.group_size = 2;
   auto comms = test::makeComms(4, o);
-  EXPECT_EQ(comms[0]->chooseAllreduce(64 << 20), Algo::hierarchical);
+  EXPECT_EQ(comms[0]->chooseAllreduce(64 << 20), Algo::sites);
+  EXPECT_EQ(comms[0]->chooseAllreduce(4096), Algo::sites);  // one crossing between the groups
   o.group_size = 4;  // one group spanning the world: nothing to gain
   comms[0]->setOptions(o);
   EXPECT_EQ(comms[0]->chooseAllreduce(64 << 20), Algo::ring);
