@@ -21,8 +21,14 @@
 // reduce-scatter across the rails would send less (2 (S-1)/S), at S - 1 more WAN latencies.
 //
 // Latency (small buffers, one piece): gs - 1 LAN steps, one WAN message, gs - 1 LAN steps.
-// Gloo's TCP pairs move an unbound buffer only once the receiver has announced its receive
-// (GLOO_MEASURED)
+// Gloo's TCP pairs move an unbound buffer only once the receiver's notice of its posted receive
+// has reached the sender, so a message costs half a round trip (the data) after that notice:
+// one RTT when both sides post their receive and send at the same moment (notice, then data),
+// half an RTT when the receive was announced half an RTT earlier. Measured on the emulated WAN
+// (50 ms RTT, 2 sites x 2 nodes, 4 KiB): this algorithm, its WAN receive posted at the start of
+// the call, 56-67 ms (one exchange: one RTT plus the LAN steps); hier and rails, whose second
+// WAN step's receives were announced during the first, 80-88 ms (1.6-1.8 RTT for two steps),
+// the ring 110-123 ms. Below one RTT per call would need receives posted before the call.
 //
 // Slots: subs 0 .. kSitesMaxPieces - 1: piece p's reduce-scatter; kSitesMaxPieces + p: its
 // allgather; 2 kSitesMaxPieces: the WAN exchange (step = piece). Messages between one pair of
