@@ -54,14 +54,8 @@ Algo Communicator::chooseAllreduce(size_t bytes, Algo forced) const {
   return autoAllreduce(bytes, size_, opts_.group_size);
 }
 
-// Several groups (sites, or nodes): the sites algorithm at every size. Small buffers: it crosses
-// between groups once (one direct message per rank; hd and rails cross twice, hier's leader ring
-// 2 (groups - 1) times), which decides when that crossing is a WAN round trip. Large buffers:
-// every rank's link carries 1/group_size of the traffic and the pipelined pieces keep it busy in
-// both directions (hier funnels it through one leader, rails leaves it idle during the phases
-// inside the group).
 Algo autoAllreduce(size_t bytes, int world, int group_size) {
-  if (grouped(world, group_size)) return Algo::sites;
+  if (grouped(world, group_size)) return Algo::hierarchical;
   for (const auto& rule : kAllreduceTable)
     if (bytes <= rule.max_bytes) return rule.algo;
   return Algo::ring;

@@ -163,13 +163,12 @@ TEST(AllreduceSelector, SharedMemoryWhenAllRanksAreLocal) {
   EXPECT_THROW(comms[0]->chooseAllreduce(64, Algo::shm), ConfigError);
 }
 
-TEST(AllreduceSelector, GroupSizeSelectsSites) {
+TEST(AllreduceSelector, GroupSizeSelectsHierarchical) {
   CommOptions o;
   o.shm = ShmMode::off;
   o.group_size = 2;
   auto comms = test::makeComms(4, o);
-  EXPECT_EQ(comms[0]->chooseAllreduce(64 << 20), Algo::sites);
-  EXPECT_EQ(comms[0]->chooseAllreduce(4096), Algo::sites);  // one crossing between the groups
+  EXPECT_EQ(comms[0]->chooseAllreduce(64 << 20), Algo::hierarchical);
   o.group_size = 4;  // one group spanning the world: nothing to gain
   comms[0]->setOptions(o);
   EXPECT_EQ(comms[0]->chooseAllreduce(64 << 20), Algo::ring);

@@ -111,8 +111,8 @@ TEST(TunedTable, TheCommunicatorFollowsItForItsShape) {
   o.tuned = table;
   auto comms = test::makeComms(4, o);
   EXPECT_EQ(comms[0]->chooseAllreduce(4096), Algo::halving_doubling);
-  EXPECT_EQ(comms[0]->chooseAllreduce(256 << 10), Algo::hierarchical);  // the fixed table: sites
-  EXPECT_EQ(comms[0]->chooseAllreduce(64 << 20), Algo::rails);          // the fixed table: sites
+  EXPECT_EQ(comms[0]->chooseAllreduce(256 << 10), Algo::hierarchical);  // the fixed table: hier too
+  EXPECT_EQ(comms[0]->chooseAllreduce(64 << 20), Algo::rails);          // the fixed table: hier
   EXPECT_EQ(comms[0]->chooseAllreduce(64 << 20, Algo::ring), Algo::ring);  // forced wins
   // And it runs: every rank sums the same with the tuned choice.
   std::vector<std::vector<float>> bufs(4, std::vector<float>(1 << 16));

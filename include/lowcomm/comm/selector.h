@@ -11,8 +11,8 @@ namespace lowcomm::comm {
 
 // The automatic allreduce over TCP (no shared memory, not deterministic, nothing forced) for a
 // buffer of `bytes` on `world` ranks in groups of `group_size` (a node's ranks; <= 1: none):
-// the sites algorithm across several groups (one crossing between groups, pipelined pieces),
-// else by size (halving-doubling for small buffers, the ring for large ones).
+// hierarchical across groups, else by size (halving-doubling for small buffers, the ring for
+// large ones).
 Algo autoAllreduce(size_t bytes, int world, int group_size);
 
 // The automatic broadcast of `bytes` on `world` ranks with pipelining segments of `seg_bytes`:
