@@ -24,6 +24,8 @@ constexpr AlgorithmSpec kTable[] = {
      "two levels: inside each group (a node; in its shared memory when mapped), then across the group leaders"},
     {Algo::rails, "rails", "", Runs{}.allreduce(allreduceRails), Algo::rails, Needs::groups,
      "two levels per rail: every rank of a group crosses the network with 1/group_size of the buffer"},
+    {Algo::sites, "sites", "wan", Runs{}.allreduce(allreduceSites), Algo::sites, Needs::groups,
+     "groups as sites joined by a WAN: pipelined pieces, each rank's chunk crosses in one direct exchange"},
     {Algo::ordered, "ordered", "deterministic", Runs{}.allreduce(allreduceOrdered), Algo::ordered, Needs::nothing,
      "rank-ordered sums (comm.deterministic): the same bits whatever the timing, algorithm or topology"},
     {Algo::shm, "shm", "", Runs{}.allreduce(nullptr), Algo::ring, Needs::one_host,

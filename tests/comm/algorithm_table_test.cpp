@@ -99,10 +99,10 @@ TEST(AlgorithmTable, EveryOpHasAnAlgorithmAndAName) {
 // The lists config validation, the selector and the tuners wrote by hand before the table.
 TEST(AlgorithmTable, ListsReadFromTheTable) {
   EXPECT_EQ(algorithmChoices(Op::allreduce),
-            (std::vector<std::string>{"auto", "ring", "hd", "hier", "rails", "ordered", "shm"}));
+            (std::vector<std::string>{"auto", "ring", "hd", "hier", "rails", "sites", "ordered", "shm"}));
   EXPECT_EQ(algorithmChoices(Op::allgather), (std::vector<std::string>{"auto", "ring", "hier"}));
   EXPECT_EQ(algorithmChoices(Op::broadcast), (std::vector<std::string>{"auto", "tree", "chain"}));
-  EXPECT_EQ(networkAllreduceNames(), "ring, hd, hier, rails, ordered");
+  EXPECT_EQ(networkAllreduceNames(), "ring, hd, hier, rails, sites, ordered");
   EXPECT_FALSE(networkAllreduce(Algo::shm));
   EXPECT_FALSE(networkAllreduce(Algo::automatic));
   EXPECT_FALSE(networkAllreduce(Algo::tree));

@@ -59,8 +59,8 @@ TEST_P(AllreduceWorld, EveryAlgoTypeOpAndCount) {
   opts.group_size = n >= 4 ? 3 : 2;  // hierarchical, rails: uneven groups when n is not a multiple
   opts.shm_piece_bytes = 4096;       // shared memory: many pieces, both buffers of each
   auto comms = test::makeComms(n, opts);
-  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::rails, Algo::ordered, Algo::shm,
-                    Algo::automatic})
+  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::rails, Algo::sites, Algo::ordered,
+                    Algo::shm, Algo::automatic})
     for (DType dt : test::kAllTypes)
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min})
         for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{4099}})
@@ -73,7 +73,8 @@ TEST_P(AllreduceWorld, SeveralMiBEveryAlgo) {
   opts.group_size = 2;
   auto comms = test::makeComms(n, opts);
   const size_t count = (3u << 20) / 4 + 3;  // 3 MiB of f32, odd count
-  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::rails, Algo::ordered, Algo::shm})
+  for (Algo algo : {Algo::ring, Algo::halving_doubling, Algo::hierarchical, Algo::rails, Algo::sites, Algo::ordered,
+                    Algo::shm})
     checkAllreduce(comms, algo, DType::f32, ReduceOp::sum, count);
   checkAllreduce(comms, Algo::ring, DType::bf16, ReduceOp::avg, count);
 }

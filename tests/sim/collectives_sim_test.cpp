@@ -298,7 +298,7 @@ TEST(SimCollectives, ReductionsCostTime) {
 // Read from the algorithm table; the lists as they were written by hand before it.
 TEST(SimCollectives, SimulatedAlgorithmsComeFromTheTable) {
   using V = std::vector<std::string>;
-  EXPECT_EQ(simulatedAlgorithms("allreduce"), (V{"ring", "hd", "hier", "rails", "ordered"}));
+  EXPECT_EQ(simulatedAlgorithms("allreduce"), (V{"ring", "hd", "hier", "rails", "sites", "ordered"}));
   EXPECT_EQ(simulatedAlgorithms("allgather"), (V{"ring", "hier"}));
   EXPECT_EQ(simulatedAlgorithms("reduce_scatter"), (V{"ring"}));
   EXPECT_EQ(simulatedAlgorithms("broadcast"), (V{"tree", "chain"}));
@@ -388,6 +388,20 @@ TEST(SimCollectives, RailsMatchesTheRealCommunicator) {
     s.segment_bytes = 256 << 10;
     SCOPED_TRACE(std::to_string(nodes) + "x" + std::to_string(ppn));
     expectSameAsReal(nodes, ppn, s);
+  }
+}
+
+// The sites allreduce moves what the real communicator moves (2 x 2 in several pieces, 3 x 2),
+// and between the sites each rank sends its 1/ppn of the buffer to every other site.
+TEST(SimCollectives, SitesMatchesTheRealCommunicator) {
+  for (const auto& [nodes, ppn] : {std::pair{2, 2}, std::pair{3, 2}}) {
+    const int n = nodes * ppn;
+    auto s = spec("allreduce", comm::Algo::sites, (3u << 20) / (4 * n) * (4 * n));
+    s.group_size = ppn;
+    s.segment_bytes = 256 << 10;
+    SCOPED_TRACE(std::to_string(nodes) + "x" + std::to_string(ppn));
+    const auto sim = expectSameAsReal(nodes, ppn, s);
+    EXPECT_EQ(sim.inter_node_bytes, static_cast<uint64_t>(n) * (nodes - 1) * s.bytes / ppn);
   }
 }
 

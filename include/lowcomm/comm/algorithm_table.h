@@ -33,6 +33,7 @@ enum class Algo : uint8_t {
   rails,
   chain,
   dissemination,
+  sites,
   kCount
 };
 

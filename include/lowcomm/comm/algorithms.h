@@ -38,7 +38,7 @@ struct AllreduceOptions {
   DType dt = DType::f32;
   ReduceOp op = ReduceOp::sum;
   size_t segment_bytes = 0;    // pipelining granularity (ring, hier, rails, ordered): must be > 0 for them
-  int group_size = 0;          // hier, rails: ranks per group (contiguous members of g)
+  int group_size = 0;          // hier, rails, sites: ranks per group (contiguous members of g)
   uint32_t sub = 0;            // ring (uses sub and sub + 1), hd; the others use the fixed subs below
   Scratch* scratch = nullptr;  // required
   NodeMemory* node = nullptr;  // hier: this rank's group's shared memory (the node version); nullptr: TCP
@@ -143,6 +143,17 @@ NodeBytes nodeBroadcastBytes(size_t count, size_t es, int n, int me);
 // Per-rail two-level allreduce (src/comm/algo/allreduce_rails.cpp): every local rank crosses the
 // network with 1/group_size of the buffer.
 void allreduceRails(Exchange& ex, const Group& g, const AllreduceOptions& o);  // uses subs 0..7
+// Pipelined allreduce for sites joined by a WAN (src/comm/algo/allreduce_sites.cpp): per piece
+// of the buffer, reduce-scatter inside the site (group of group_size contiguous members), a
+// direct exchange of each rank's chunk with the ranks holding it in the other sites (one WAN
+// message latency), sums in site order, allgather inside the site; the LAN phases of other
+// pieces overlap each piece's WAN transfer. Every rank gets the same bits.
+inline constexpr size_t kSitesMaxPieces = 16;
+inline constexpr size_t kSitesMinPieceBytes = 1 << 20;
+static_assert(2 * kSitesMaxPieces + 1 <= 64, "a reduce-scatter and an allgather sub per piece, one WAN sub");
+// Pieces for a buffer of `bytes`: one per kSitesMinPieceBytes, at least 1, at most kSitesMaxPieces.
+size_t sitesPieces(size_t bytes);
+void allreduceSites(Exchange& ex, const Group& g, const AllreduceOptions& o);  // uses subs 0..32
 void allreduceOrdered(Exchange& ex, const Group& g, const AllreduceOptions& o);  // uses subs 0..1
 
 // Segmented binomial-tree broadcast from member o.root.
