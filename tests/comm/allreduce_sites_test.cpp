@@ -19,22 +19,7 @@ using lowcomm::test::CommPtr;
 
 namespace {
 
-double expected(int n, size_t i, DType dt, ReduceOp op) {
-  double sum = 0, mx = -1e300, mn = 1e300;
-  for (int r = 0; r < n; ++r) {
-    const double v = test::valueOf(r, i, dt);
-    sum += v;
-    mx = std::max(mx, v);
-    mn = std::min(mn, v);
-  }
-  switch (op) {
-    case ReduceOp::sum: return sum;
-    case ReduceOp::avg: return test::averaged(dt, sum, n);
-    case ReduceOp::max: return mx;
-    case ReduceOp::min: return mn;
-  }
-  return 0;
-}
+double expected(int n, size_t i, DType dt, ReduceOp op) { return test::expectedReduce(n, i, dt, op); }
 
 void checkExact(std::vector<CommPtr>& comms, DType dt, ReduceOp op, size_t count) {
   const int n = static_cast<int>(comms.size());

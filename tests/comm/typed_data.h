@@ -41,4 +41,22 @@ inline std::vector<char> filled(int rank, size_t count, comm::DType dt) {
 inline const comm::DType kAllTypes[] = {comm::DType::f32, comm::DType::f64, comm::DType::f16, comm::DType::bf16,
                                         comm::DType::i32, comm::DType::i64, comm::DType::u8};
 
+// What an allreduce of valueOf(r, i, dt) over ranks 0..n-1 gives at element i.
+inline double expectedReduce(int n, size_t i, comm::DType dt, comm::ReduceOp op) {
+  double sum = 0, mx = -1e300, mn = 1e300;
+  for (int r = 0; r < n; ++r) {
+    const double v = valueOf(r, i, dt);
+    sum += v;
+    mx = v > mx ? v : mx;
+    mn = v < mn ? v : mn;
+  }
+  switch (op) {
+    case comm::ReduceOp::sum: return sum;
+    case comm::ReduceOp::avg: return averaged(dt, sum, n);
+    case comm::ReduceOp::max: return mx;
+    case comm::ReduceOp::min: return mn;
+  }
+  return 0;
+}
+
 }  // namespace lowcomm::test
