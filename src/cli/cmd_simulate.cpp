@@ -81,7 +81,7 @@ int simulateCollectives(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--dtype", dtype, "element type")->capture_default_str();
   app.add_option("--segment", segment, "pipelining segment of ring/tree algorithms, bytes")->capture_default_str();
-  app.add_option("--group-size", group_size, "ranks per group for hier and rails (0 = processes per node)")->capture_default_str();
+  app.add_option("--group-size", group_size, "ranks per group for hier, rails and sites (0 = processes per node; sites: per site)")->capture_default_str();
   app.add_option("--latency-us", latency_us, "latency of each link (a route between hosts crosses two)")
       ->capture_default_str();
   app.add_option("--bandwidth-factor", p.bandwidth_factor, "achieved / nominal link rate")->capture_default_str();

@@ -77,6 +77,7 @@ int simulateTune(int argc, char** argv) {
   for (const auto& rule : r.table.rules())
     std::printf("# rule: %s up to %s\n", comm::algoName(rule.algo),
                 rule.max_bytes == SIZE_MAX ? "any size" : (std::to_string(rule.max_bytes) + " B").c_str());
+  if (p.sites > 1) std::printf("# no rules: across sites the communicator runs sites before any table\n");
   writeTable(out, r.table.json(setting));
   std::printf("# wrote %s\n", out.c_str());
   return 0;

@@ -80,6 +80,7 @@ void Communicator::detectLocality(std::vector<int> sites) {
 
 void Communicator::setSites(std::vector<int> sites) {
   topology_.site_of = std::move(sites);
+  site_block_ = topology_.siteBlock();
   std::vector<bool> cross(size_);
   for (int r = 0; r < size_; ++r) cross[r] = topology_.crossSite(rank_, r);
   link_->setCrossSite(std::move(cross));

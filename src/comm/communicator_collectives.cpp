@@ -45,7 +45,7 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
   if (rec.on()) {
     rec.args["algo"] = spec.name;
     rec.args["segment"] = std::to_string(opts_.segment_bytes);
-    if (spec.needs == Needs::groups) rec.args["group_size"] = std::to_string(opts_.group_size);
+    if (spec.needs == Needs::groups) rec.args["group_size"] = std::to_string(groupFor(a));
   }
   GlooExchange ex(*link_, *meter_, "allreduce", phase_, opts_.timeout, link_->nextSeq());
   AllreduceOptions o;
@@ -54,7 +54,7 @@ void Communicator::allreduce(void* buf, size_t count, DType dt, ReduceOp op, Alg
   o.dt = dt;
   o.op = op;
   o.segment_bytes = opts_.segment_bytes;
-  o.group_size = opts_.group_size;
+  o.group_size = groupFor(a);
   o.scratch = &link_->scratch();
   const auto deadline = std::chrono::steady_clock::now() + opts_.timeout;
   try {

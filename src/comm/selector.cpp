@@ -1,6 +1,8 @@
 // Allreduce, broadcast and allgather algorithm selection: a small alpha-beta cost table,
 // overridden by options; the algorithms and their needs come from the algorithm table.
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/algorithm_table.h"
@@ -30,6 +32,12 @@ constexpr Rule kAllreduceTable[] = {
     {16 << 10, Algo::halving_doubling},
     {SIZE_MAX, Algo::ring},
 };
+
+std::string siteList(const std::vector<int>& site_of) {
+  std::string out;
+  for (size_t r = 0; r < site_of.size() && r < 16; ++r) out += (r ? "," : "") + std::to_string(site_of[r]);
+  return "[" + out + (site_of.size() > 16 ? ",...]" : "]");
+}
 }  // namespace
 
 Algo Communicator::chooseAllreduce(size_t bytes, Algo forced) const {
@@ -44,17 +52,25 @@ Algo Communicator::chooseAllreduce(size_t bytes, Algo forced) const {
       throw ConfigError(std::string("algorithm '") + algoName(forced) +
                         (opts_.shm == ShmMode::off ? "' requested but shared memory is off"
                                                    : "' needs every rank on this host (same network namespace)"));
+    if (forced == Algo::sites && site_block_ == Topology::kNoSiteBlocks)
+      throw ConfigError("algorithm 'sites' needs each site's ranks contiguous in rank order and all sites of one size "
+                        "but the last; this communicator's ranks are in sites " + siteList(topology_.site_of) +
+                        " (launch the ranks site by site, or choose another algorithm)");
     return forced;
   }
   if (shm_ok && size_ > 1) return Algo::shm;
-  if (opts_.tuned) {
+  // A tuned table's rules know (world, group_size) only: across sites the sites rule comes first.
+  if (opts_.tuned && site_block_ <= 0) {
     const Algo tuned = opts_.tuned->choose(bytes, size_, opts_.group_size);
     if (tuned != Algo::automatic) return tuned;
   }
-  return autoAllreduce(bytes, size_, opts_.group_size);
+  return autoAllreduce(bytes, size_, opts_.group_size, site_block_);
 }
 
-Algo autoAllreduce(size_t bytes, int world, int group_size) {
+int Communicator::groupFor(Algo a) const { return a == Algo::sites && site_block_ > 0 ? site_block_ : opts_.group_size; }
+
+Algo autoAllreduce(size_t bytes, int world, int group_size, int site_block) {
+  if (site_block > 0 && site_block < world) return Algo::sites;
   if (grouped(world, group_size)) return Algo::hierarchical;
   for (const auto& rule : kAllreduceTable)
     if (bytes <= rule.max_bytes) return rule.algo;

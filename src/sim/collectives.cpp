@@ -33,6 +33,15 @@ std::vector<std::string> simulatedAlgorithms(const std::string& op) {
   return out;
 }
 
+int siteBlock(const PlatformSpec& p, int members) {
+  const int block = p.siteRanks();
+  return block > 0 && block < members ? block : 0;
+}
+
+int defaultGroupSize(const PlatformSpec& p, comm::Algo a) {
+  return a == comm::Algo::sites && p.siteRanks() > 0 ? p.siteRanks() : p.ppn;
+}
+
 namespace {
 
 void checkSpec(const PlatformSpec& p, const CollectiveSpec& s) {
@@ -45,7 +54,7 @@ void checkSpec(const PlatformSpec& p, const CollectiveSpec& s) {
       for (const auto& k : algos) known += (known.empty() ? "" : ", ") + k;
       throw ConfigError("simulate: " + s.op + " algorithm '" + a + "' is not simulated (known: " + known + ")");
     }
-    const int group = s.group_size > 0 ? s.group_size : p.ppn;
+    const int group = s.group_size > 0 ? s.group_size : defaultGroupSize(p, s.algo);
     // The simulator's groups are its nodes: they must split the world evenly.
     if (!comm::shapeFits(s.algo, p.world(), group) ||
         (comm::algorithmSpec(s.algo).needs == comm::Needs::groups && p.world() % group != 0))
@@ -115,7 +124,7 @@ CollectiveResult runSimulation(const PlatformSpec& p, const CollectiveSpec& s) {
     sg4::Actor::create("rank" + std::to_string(r), plat.hosts[r], [&, r] {
       try {
         SimExchange ex(net, r, 1);
-        runCall(ex, comm::Group::world(r, n), call, p.ppn, buf.get(), out.get(), scratch);
+        runCall(ex, comm::Group::world(r, n), call, defaultGroupSize(p, s.algo), buf.get(), out.get(), scratch);
         ++finished;
       } catch (const std::exception& e) {
         if (error.empty()) error = "rank " + std::to_string(r) + ": " + e.what();

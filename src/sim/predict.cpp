@@ -25,7 +25,7 @@ std::optional<comm::Algo> simulatedNamed(const std::string& op, const std::strin
 
 comm::Algo allreduceAlgo(const CallSpec& c, int members, const PlatformSpec& p, const std::string& algo) {
   if (algo == "recorded") return c.algo;
-  if (algo == "auto") return comm::autoAllreduce(c.bytes, members, p.ppn);
+  if (algo == "auto") return comm::autoAllreduce(c.bytes, members, p.ppn, siteBlock(p, members));
   if (const auto a = simulatedNamed("allreduce", algo)) return *a;
   std::string known;
   for (const auto& k : simulatedAlgorithms("allreduce")) known += ", " + k;
@@ -75,7 +75,7 @@ CallSpec rescale(const CallSpec& c, int recorded_world, int members, const Platf
   const int recorded = c.ranks.empty() ? recorded_world : static_cast<int>(c.ranks.size());
   if (c.op == "allreduce") {
     out.algo = allreduceAlgo(c, members, p, algo);
-    out.group_size = p.ppn;
+    out.group_size = defaultGroupSize(p, out.algo);
     if (algo != "recorded" && out.algo == comm::Algo::hierarchical)
       out.node_piece = opts.node_piece == 0 ? 0 : (c.node_piece > 0 ? c.node_piece : opts.node_piece);
   } else if (c.op == "broadcast") {  // what the communicator would choose at the new size

@@ -15,6 +15,7 @@
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/algorithms.h"
 #include "lowcomm/comm/dtype.h"
+#include "lowcomm/sim/collectives.h"
 #include "lowcomm/sim/replay.h"
 #include "run_call.h"
 #include "replay_state.h"
@@ -55,7 +56,7 @@ CallBytes runGroupCall(Shared& sh, int rank, const CallSpec& c, bool count) {
     g.me = static_cast<int>(it - c.ranks.begin());
   }
   SimExchange ex(sh.net, rank, nextSeq(sh, rank, c), count);
-  runCall(ex, g, c, sh.platform.ppn, sh.buf.get(), sh.out.get(), sh.scratch);
+  runCall(ex, g, c, defaultGroupSize(sh.platform, c.algo), sh.buf.get(), sh.out.get(), sh.scratch);
   ++sh.calls;
   return {ex.bytesSent(), ex.messagesSent(), ex.nodeBytesSent(), ex.nodeMessagesSent(), ex.nodeTime()};
 }

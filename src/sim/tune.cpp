@@ -20,7 +20,7 @@ std::vector<comm::Algo> candidatesFor(const PlatformSpec& p, const std::vector<c
     if (!comm::networkAllreduce(a))
       throw ConfigError(std::string("simulate tune: '") + comm::algoName(a) + "' is not a network allreduce (" +
                         comm::networkAllreduceNames() + ")");
-    if (!comm::shapeFits(a, p.world(), p.ppn)) continue;
+    if (!comm::shapeFits(a, p.world(), defaultGroupSize(p, a))) continue;
     if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
   }
   if (out.empty()) throw ConfigError("simulate tune: no candidate algorithm runs on this platform's shape");
@@ -49,7 +49,9 @@ TuneResult tune(const PlatformSpec& p, std::vector<size_t> sizes, const std::vec
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   TuneResult out;
   std::vector<comm::Algo> asked = algos;
-  for (size_t bytes : sizes) asked.push_back(comm::autoAllreduce(bytes, p.world(), p.ppn));  // always simulated
+  const int site_block = siteBlock(p, p.world());
+  for (size_t bytes : sizes)  // always simulated
+    asked.push_back(comm::autoAllreduce(bytes, p.world(), p.ppn, site_block));
   out.candidates = candidatesFor(p, asked);
   for (size_t bytes : sizes) {
     TuneRow row;
@@ -60,18 +62,18 @@ TuneResult tune(const PlatformSpec& p, std::vector<size_t> sizes, const std::vec
       s.algo = a;
       s.bytes = bytes;
       s.segment_bytes = segment_bytes;
-      s.group_size = p.ppn;
+      s.group_size = defaultGroupSize(p, a);
       row.time_s.push_back(simulateCollective(p, s).time_s);
     }
     const size_t k = std::min_element(row.time_s.begin(), row.time_s.end()) - row.time_s.begin();
     row.fastest = out.candidates[k];
-    row.fixed = comm::autoAllreduce(bytes, p.world(), p.ppn);
+    row.fixed = comm::autoAllreduce(bytes, p.world(), p.ppn, site_block);
     const size_t f = std::find(out.candidates.begin(), out.candidates.end(), row.fixed) - out.candidates.begin();
     row.best = row.time_s[f] <= row.time_s[k] * (1 + margin) ? row.fixed : row.fastest;
     out.rows.push_back(row);
   }
   std::vector<comm::TunedRule> rules;
-  for (size_t i = 0; i < out.rows.size(); ++i) {
+  for (size_t i = 0; site_block == 0 && i < out.rows.size(); ++i) {  // across sites: no rules (tune.h)
     const bool last = i + 1 == out.rows.size();
     if (!last && out.rows[i + 1].best == out.rows[i].best) continue;
     comm::TunedRule r;

@@ -138,6 +138,17 @@ TEST(SimPredict, AutoChoosesWhatTheCommunicatorWould) {
   EXPECT_GT(replay(p2, hier).predicted_step_s, 0.035);  // the hierarchical program runs
 }
 
+// On a setting of sites the automatic allreduce is `sites`, grouped by site, as the communicator
+// over those ranks would choose it (comm::autoAllreduce with the topology's site layout).
+TEST(SimPredict, AutoChoosesSitesAcrossSites) {
+  auto big = recorded(1 << 20, "predict_auto_sites");
+  const auto wan = parseSetting("2s2x1@1gbit/100mbit,50ms");
+  const auto progs = extrapolate(big, 2, wan, {});
+  EXPECT_EQ(progs[0].calls[0].algo, comm::Algo::sites);
+  EXPECT_EQ(progs[0].calls[0].group_size, 2);
+  EXPECT_GT(replay(wan, progs).predicted_step_s, 0.035);  // the sites program runs
+}
+
 TEST(SimPredict, StepWorkIsTheRecordedComputeAndCodecTime) {
   const auto w = stepWork(recorded(1 << 20, "predict_work"));
   EXPECT_NEAR(w.compute_s, 0.03525, 1e-9);  // forward 10 + backward 20 + optimizer 5 ms, and half the 0.5 ms gap

@@ -10,7 +10,9 @@
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/sim/calibrate.h"
+#include "lowcomm/comm/communicator.h"
 #include "lowcomm/sim/collectives.h"
+#include "lowcomm/sim/tune.h"
 
 using namespace lowcomm;
 using namespace lowcomm::sim;
@@ -159,3 +161,31 @@ TEST(SimWan, CalibrateFitsTheEmulatedWan) {
   }
   EXPECT_LT(clean_sum / clean, 0.10);
 }
+
+namespace {
+
+// The selector's site layout on a setting of sites: a site's ranks for the sites algorithm and
+// for comm::autoAllreduce, nothing without sites; tune's fixed choice is `sites` at every size
+// (the communicator's automatic choice there), `sites` is a candidate grouped by site, and the
+// table has no rules.
+TEST(SimWan, TheSelectorSeesTheSites) {
+  const auto wan = parseSetting("2s2x2@1gbit/100mbit,50ms");
+  EXPECT_EQ(siteBlock(wan, wan.world()), 4);
+  EXPECT_EQ(siteBlock(wan, 4), 0);  // rank 0's group of one site
+  EXPECT_EQ(defaultGroupSize(wan, comm::Algo::sites), 4);
+  EXPECT_EQ(defaultGroupSize(wan, comm::Algo::hierarchical), 2);
+  const auto lan = parseSetting("4x2@1gbit");
+  EXPECT_EQ(siteBlock(lan, lan.world()), 0);
+  EXPECT_EQ(defaultGroupSize(lan, comm::Algo::sites), 2);
+
+  const auto p = parseSetting("2s2x1@1gbit/100mbit,50ms");
+  const auto r = tune(p, {4096, 4 << 20}, {comm::Algo::ring, comm::Algo::sites}, 1 << 20);
+  ASSERT_EQ(r.candidates, (std::vector<comm::Algo>{comm::Algo::ring, comm::Algo::sites}));
+  for (const auto& row : r.rows) {
+    EXPECT_EQ(row.fixed, comm::Algo::sites) << row.bytes;
+    EXPECT_LT(row.time_s[1], row.time_s[0]) << row.bytes;  // one WAN exchange against the ring's 2(n-1) steps
+  }
+  EXPECT_TRUE(r.table.rules().empty());  // the communicator consults no table across sites
+}
+
+}  // namespace

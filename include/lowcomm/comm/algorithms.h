@@ -38,7 +38,7 @@ struct AllreduceOptions {
   DType dt = DType::f32;
   ReduceOp op = ReduceOp::sum;
   size_t segment_bytes = 0;    // pipelining granularity (ring, hier, rails, ordered): must be > 0 for them
-  int group_size = 0;          // hier, rails, sites: ranks per group (contiguous members of g)
+  int group_size = 0;          // hier, rails: ranks per group; sites: per site (contiguous members of g)
   uint32_t sub = 0;            // ring (uses sub and sub + 1), hd; the others use the fixed subs below
   Scratch* scratch = nullptr;  // required
   NodeMemory* node = nullptr;  // hier: this rank's group's shared memory (the node version); nullptr: TCP

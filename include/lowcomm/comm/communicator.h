@@ -52,7 +52,9 @@ struct CommOptions {
   // this communicator's (size, group_size); else the fixed size table (selector.h).
   std::shared_ptr<const TunedTable> tuned;
   size_t segment_bytes = 1 << 20;  // pipelining granularity of ring/tree algorithms
-  int group_size = 0;  // hierarchical, rails: ranks per group (a node); 0 = LOCAL_WORLD_SIZE passed in
+  // hierarchical, rails: ranks per group (a node); 0 = LOCAL_WORLD_SIZE passed in. sites: its
+  // groups are the topology's sites when the ranks span sites, else these groups (groupFor).
+  int group_size = 0;
   ShmMode shm = ShmMode::automatic;
   size_t shm_piece_bytes = 256 << 10;  // shared-memory pipelining unit (two per rank are mapped)
   // The job token: when set, every connected pair proves it to the other (HMAC challenge-response)
@@ -189,7 +191,9 @@ class Communicator {
   TrafficMeter& meter() { return *meter_; }
   std::shared_ptr<TrafficMeter> sharedMeter() const { return meter_; }
 
-  // The algorithm allreduce would use for this many bytes (after options and forcing).
+  // The algorithm allreduce would use for this many bytes (after options and forcing; the order
+  // and the sites rule: selector.h). Forcing `sites` over sites that are not contiguous blocks
+  // (Topology::siteBlock) is a ConfigError.
   Algo chooseAllreduce(size_t bytes, Algo forced = Algo::automatic) const;
   // Whether every rank runs on this host (same network namespace), so shared memory works.
   bool allLocal() const { return all_local_; }
@@ -213,6 +217,9 @@ class Communicator {
   // Host keys (and, unless `sites` gives them, sites) of every rank; then connectStreams().
   void detectLocality(std::vector<int> sites = {});
   void setSites(std::vector<int> sites);
+  // The group size algorithm `a` runs with: the site size (topology_.siteBlock()) for the sites
+  // algorithm when the ranks span sites in that layout, else options().group_size.
+  int groupFor(Algo a) const;
   void connectStreams();  // the further meshes when striping applies
   std::shared_ptr<Communicator> joinRole(const std::string& prefix, int rank, int size);
   void allgatherImpl(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts, DType dt,
@@ -237,6 +244,7 @@ class Communicator {
   std::string phase_;
   bool all_local_ = false;
   Topology topology_;
+  int site_block_ = 0;  // topology_.siteBlock(), set with the sites
   std::unique_ptr<ShmDomain> shm_;
   std::unique_ptr<ShmDomain> node_shm_;
   bool node_shm_tried_ = false;

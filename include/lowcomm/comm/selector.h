@@ -10,10 +10,17 @@
 namespace lowcomm::comm {
 
 // The automatic allreduce over TCP (no shared memory, not deterministic, nothing forced) for a
-// buffer of `bytes` on `world` ranks in groups of `group_size` (a node's ranks; <= 1: none):
-// hierarchical across groups, else by size (halving-doubling for small buffers, the ring for
-// large ones).
-Algo autoAllreduce(size_t bytes, int world, int group_size);
+// buffer of `bytes` on `world` ranks in groups of `group_size` (a node's ranks; <= 1: none) and
+// sites of `site_block` ranks (Topology::siteBlock: contiguous sites; <= 0: no sites, or sites
+// the sites algorithm cannot group):
+// - across sites (0 < site_block < world): the sites algorithm, whatever the size: one WAN
+//   exchange per call, the fewest WAN round trips and WAN bytes of the algorithms;
+// - else hierarchical across groups, else by size (halving-doubling for small buffers, the ring
+//   for large ones).
+// Communicator::chooseAllreduce puts deterministic mode, a forced algorithm and shared memory
+// first, as before; a tuned table (simulate tune, whose rules know world and group size only)
+// is consulted only when the ranks do not span sites in the sites layout.
+Algo autoAllreduce(size_t bytes, int world, int group_size, int site_block);
 
 // The automatic broadcast of `bytes` on `world` ranks with pipelining segments of `seg_bytes`:
 // the pipelined chain once it has at least 2 (world - 1) segments (chainSegmentBytes), where

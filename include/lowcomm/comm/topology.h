@@ -4,6 +4,7 @@
 // members' entries in their own rank order.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 namespace lowcomm::comm {
@@ -28,6 +29,26 @@ struct Topology {
       else if (s != first) return true;
     }
     return false;
+  }
+  // The site layout the `sites` allreduce assumes (src/comm/algo/allreduce_sites.cpp): when the
+  // ranks span sites, every rank declared one and each site's ranks are contiguous in rank order,
+  // all sites of the same size but the last (which may be smaller): that size (< size()).
+  // 0 when the ranks do not span sites; kNoSiteBlocks when they do but not in that layout.
+  static constexpr int kNoSiteBlocks = -1;
+  int siteBlock() const {
+    if (!spansSites()) return 0;
+    const int n = static_cast<int>(site_of.size());
+    int size = 0;  // the first site's rank count
+    while (size < n && site_of[size] == site_of[0]) ++size;
+    std::vector<int> seen;
+    for (int first = 0; first < n; first += size) {
+      const int s = site_of[first];
+      if (s < 0 || std::find(seen.begin(), seen.end(), s) != seen.end()) return kNoSiteBlocks;
+      seen.push_back(s);
+      for (int r = first; r < std::min(n, first + size); ++r)
+        if (site_of[r] != s) return kNoSiteBlocks;
+    }
+    return size;
   }
 };
 

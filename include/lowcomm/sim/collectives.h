@@ -25,7 +25,7 @@ struct CollectiveSpec {
                                  // alltoall send buffer) in bytes; a multiple of the element size
   comm::DType dtype = comm::DType::f32;
   size_t segment_bytes = comm::CommOptions{}.segment_bytes;
-  int group_size = 0;            // hier: ranks per group (0: ranks per node)
+  int group_size = 0;            // hier, rails, sites: ranks per group (0: defaultGroupSize)
   size_t node_piece = 0;         // hier: each node's part in its shared memory, pieces of this size (0: TCP)
   int root = 0;                  // broadcast
 };
@@ -52,5 +52,15 @@ std::string callKey(const CollectiveSpec& spec);
 
 // Algorithms the simulator runs for `op` (for listings and errors).
 std::vector<std::string> simulatedAlgorithms(const std::string& op);
+
+// The site layout of the first `members` ranks for comm::autoAllreduce (Topology::siteBlock as
+// the communicator over them would see it): the platform's ranks per site when they span sites,
+// else 0. With it, predict and tune choose what the real run would.
+int siteBlock(const PlatformSpec& p, int members);
+
+// The group size algorithm `a` runs with when the call names none, as the communicator's
+// (Communicator::groupFor): a site's ranks for the sites algorithm on a platform of sites, else
+// a node's (ppn).
+int defaultGroupSize(const PlatformSpec& p, comm::Algo a);
 
 }  // namespace lowcomm::sim

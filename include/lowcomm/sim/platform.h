@@ -116,6 +116,8 @@ struct PlatformSpec {
   int leafOfRank(int rank) const { return topology == "rail" ? rank % ppn : leafOf(nodeOf(rank)); }
   int leafHosts() const { return nodes < leaf_size ? nodes : leaf_size; }
   int siteOf(int node) const { return sites > 1 ? node / (nodes / sites) : 0; }
+  // Ranks per site (contiguous, as the launcher numbers them); 0 without sites.
+  int siteRanks() const { return sites > 1 ? nodes / sites * ppn : 0; }
   double wanRtt() const { return wan_rtt_s + wan_rtt_extra_s; }
   // One TCP stream's bound across the lossy WAN, bytes per second (0: no loss, no bound).
   double streamCapBps() const;

@@ -22,7 +22,7 @@ struct TuneRow {
 struct TuneResult {
   std::vector<comm::Algo> candidates;  // those of the asked that can run the platform's shape
   std::vector<TuneRow> rows;           // per size, increasing
-  comm::TunedTable table;              // one shape: (world, ppn)
+  comm::TunedTable table;              // one shape: (world, ppn); no rules on a platform of sites
 };
 
 // Simulates the f32 allreduce of each size (rounded to whole elements) with each of `algos` that
@@ -33,6 +33,9 @@ struct TuneResult {
 // winners differ the boundary is their geometric mean; the largest size's winner takes every
 // larger buffer. ConfigError for no size, no candidate, a negative margin, an algorithm that
 // is not a network allreduce, or (p has call_overhead_s) a candidate without a host time per call.
+// On a platform of sites the fixed choice is `sites` (comm::autoAllreduce with the sites) and the
+// rows are simulated as everywhere, but the table gets no rules: across sites the communicator
+// runs `sites` before it consults a table (selector.h), whose rules cannot name sites.
 TuneResult tune(const PlatformSpec& p, std::vector<size_t> sizes, const std::vector<comm::Algo>& algos,
                 size_t segment_bytes, double margin = 0);
 
