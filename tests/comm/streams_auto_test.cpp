@@ -44,9 +44,10 @@ TEST(StreamsAuto, OneStreamOnALanLikeRoundTrip) {
 
 TEST(StreamsAuto, EnoughStreamsToFillTheRateAtTheLoss) {
   const double rate = 12.5e6;  // 100 Mbit/s
-  // 50 ms: one stream's bound is 0.50 MB/s at 0.5 %, 1.12 MB/s at 0.1 %.
-  EXPECT_EQ(autoStreams(path(0.05, 0.005, rate)), 25);
+  // 50 ms: one stream's bound is 1.12 MB/s at 0.1 %; 20 ms at 0.5 %: 1.25 MB/s.
   EXPECT_EQ(autoStreams(path(0.05, 0.001, rate)), 12);
+  EXPECT_EQ(autoStreams(path(0.02, 0.005, rate)), 10);
+  EXPECT_EQ(autoStreams(path(0.05, 0.005, rate)), kAutoMaxStreams);  // 25 wanted
   EXPECT_EQ(autoStreams(path(0.05, 0, rate)), 1);  // a measured clean path: one stream suffices
   // 10 ms at 1 %: 1.77 MB/s per stream.
   EXPECT_EQ(autoStreams(path(0.01, 0.01, rate)), 8);
@@ -59,6 +60,7 @@ TEST(StreamsAuto, UnknownLossAndRateTakeTheDesignValues) {
   EXPECT_EQ(autoStreams(path(0.05)), autoStreams(path(0.05, kDesignLoss, kDesignRate)));
   EXPECT_EQ(autoStreams(path(0.01)), 8);                  // 100 Mbit/s at 1 %, 10 ms
   EXPECT_EQ(autoStreams(path(0.05)), kAutoMaxStreams);    // 36 wanted at 50 ms
+  EXPECT_EQ(kAutoMaxStreams, 16);
   EXPECT_EQ(autoStreams(path(2e-3)), 2);
 }
 
