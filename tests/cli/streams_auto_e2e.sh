@@ -3,7 +3,8 @@
 # torchrun-style with LOWCOMM_SITE 0, 0, 1, 1 and the default --streams (auto) measure a
 # cross-site round trip far below a WAN's and keep one stream per pair; the JSON rows say so
 # (streams_auto, streams 1, 0 < cross_site_rtt_us < 2000) and no element is wrong. Without
-# LOWCOMM_SITE nothing is measured (cross_site_rtt_us 0), as with --streams 1.
+# LOWCOMM_SITE nothing is measured (cross_site_rtt_us 0), as with --streams 1. A two-rank
+# `train` across the two fake sites states the same in its summary's `streams` block.
 # usage: streams_auto_e2e.sh LOWCOMM
 set -euo pipefail
 LOWCOMM=$1
@@ -40,4 +41,20 @@ for path, sited in ((sys.argv[1], True), (sys.argv[2], False)):
         else:
             assert r["cross_site_rtt_us"] == 0, r
 print("ok: auto keeps one stream on loopback sites and measures nothing without sites")
+PY
+
+export WORLD_SIZE=2 MASTER_PORT=$((20000 + ($$ + 11) % 20000))
+pids=()
+for r in 0 1; do
+  RANK=$r LOWCOMM_SITE=$r timeout 120 "$LOWCOMM" train --set data.dataset=synthetic --set model.name=mlp \
+    --set data.batch_size=32 --set data.train_limit=256 --set data.test_limit=64 --set schedule.max_steps=3 \
+    --set logging.out_dir="$tmp/train" --summary "$tmp/s.json" > "$tmp/train$r.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || { tail -5 "$tmp"/train*.log; echo "FAIL: a training worker failed"; exit 1; }; done
+python3 - "$tmp/s.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["streams"]
+assert s["auto"] is True and s["per_cross_site_pair"] == 1 and 0 < s["cross_site_rtt_us"] < 2000, s
+print("ok: the training summary states auto's one stream and its round trip")
 PY
