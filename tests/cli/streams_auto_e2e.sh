@@ -4,7 +4,8 @@
 # cross-site round trip far below a WAN's and keep one stream per pair; the JSON rows say so
 # (streams_auto, streams 1, 0 < cross_site_rtt_us < 2000) and no element is wrong. Without
 # LOWCOMM_SITE nothing is measured (cross_site_rtt_us 0), as with --streams 1. A two-rank
-# `train` across the two fake sites states the same in its summary's `streams` block.
+# `train` across the two fake sites states the same in its summary's `streams` block. Our
+# torch.distributed backend reads LOWCOMM_STREAMS: a malformed value is an error naming it.
 # usage: streams_auto_e2e.sh LOWCOMM
 set -euo pipefail
 LOWCOMM=$1
@@ -58,3 +59,11 @@ s = json.load(open(sys.argv[1]))["streams"]
 assert s["auto"] is True and s["per_cross_site_pair"] == 1 and 0 < s["cross_site_rtt_us"] < 2000, s
 print("ok: the training summary states auto's one stream and its round trip")
 PY
+
+export WORLD_SIZE=1 MASTER_PORT=$((20000 + ($$ + 23) % 20000))
+if RANK=0 LOWCOMM_STREAMS=bogus timeout 60 "$LOWCOMM" bench collectives --sizes 4B --no-baseline --torch-lowcomm \
+    > "$tmp/env.log" 2>&1; then
+  echo "FAIL: LOWCOMM_STREAMS=bogus was accepted"; exit 1
+fi
+grep -q "LOWCOMM_STREAMS = 'bogus'" "$tmp/env.log" || { cat "$tmp/env.log"; echo "FAIL: the error does not name LOWCOMM_STREAMS"; exit 1; }
+echo "ok: the torch.distributed backend reads LOWCOMM_STREAMS"
