@@ -15,7 +15,7 @@ through lowcomm's authenticated store at MASTER_ADDR:LOWCOMM_RDZV_PORT (default 
 hosted by global rank 0), not through torch's store; a worker exits when its launcher dies
 (LOWCOMM_LAUNCHER_PID, or torchrun's agent).
 Environment: LOWCOMM_DETERMINISTIC=1 (rank-ordered sums), LOWCOMM_ALLREDUCE_ALGO, LOWCOMM_SHM,
-LOWCOMM_JOB_TOKEN, LOWCOMM_INSECURE, LOWCOMM_RDZV_PORT, LOCAL_WORLD_SIZE, GLOO_SOCKET_IFNAME.
+LOWCOMM_STREAMS (auto|1..64, streams per cross-site pair), LOWCOMM_JOB_TOKEN, LOWCOMM_INSECURE, LOWCOMM_RDZV_PORT, LOCAL_WORLD_SIZE, GLOO_SOCKET_IFNAME.
 """
 import atexit
 import weakref

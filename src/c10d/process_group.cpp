@@ -73,6 +73,7 @@ comm::CommOptions commOptionsFromEnv(std::chrono::milliseconds timeout) {
   o.debug_check = envFlag("LOWCOMM_DEBUG_CHECK") || (debug && std::string(debug) == "DETAIL");
   if (const char* a = std::getenv("LOWCOMM_ALLREDUCE_ALGO"); a && *a) o.allreduce_algo = comm::parseAlgo(a);
   if (const char* s = std::getenv("LOWCOMM_SHM"); s && *s) o.shm = comm::parseShmMode(s);
+  if (const char* k = std::getenv("LOWCOMM_STREAMS"); k && *k) o.streams = comm::parseStreams(k, "LOWCOMM_STREAMS");
   if (const char* t = std::getenv("LOWCOMM_TUNING"); t && *t)
     o.tuned = std::make_shared<const comm::TunedTable>(comm::TunedTable::load(t));
   if (const char* t = std::getenv("LOWCOMM_JOB_TOKEN"); t && *t) o.auth_token = t;

@@ -39,9 +39,12 @@ struct Row {
   size_t node_piece = 0;  // hier allreduce: each node's part ran in shared memory, pieces of this size
   std::vector<double> round_us{};  // --rounds > 1: each round's time (time_us is their median)
   std::vector<int> round_pos{};   // and the case's place in each round's (shuffled) order
-  // The transport: --streams asked, the streams in use (1 unless the ranks span sites), the
-  // smallest striped message, the pair sockets' congestion control. Baselines: one, the system's.
+  // The transport: --streams asked (auto: the k it chose, streams_auto set), the streams in use
+  // (1 unless the ranks span sites), auto's measured cross-site round trip, the smallest striped
+  // message, the pair sockets' congestion control. Baselines: one, the system's.
   int streams = 1, streams_used = 1;
+  bool streams_auto = false;
+  double cross_site_rtt_us = 0;
   size_t stripe_min_bytes = 0;
   std::string congestion_control = "system";
 };
@@ -165,6 +168,8 @@ void writeJson(const std::string& path, const std::vector<Row>& rows) {
                    {"wrong", r.wrong}, {"node_piece", r.node_piece}});
     arr.back()["streams"] = r.streams;
     arr.back()["streams_used"] = r.streams_used;
+    arr.back()["streams_auto"] = r.streams_auto;
+    arr.back()["cross_site_rtt_us"] = r.cross_site_rtt_us;
     arr.back()["stripe_min_bytes"] = r.stripe_min_bytes;
     arr.back()["congestion_control"] = r.congestion_control;
     if (r.round_us.size() > 1) arr.back()["round_time_us"] = r.round_us, arr.back()["round_position"] = r.round_pos;
@@ -218,6 +223,9 @@ int worker(const CollectiveBenchOptions& o) {
     std::printf("# lowcomm bench collectives: world %d, dtype %s, %zu sizes, %d round%s, through c10d: %s\n", n,
                 comm::dtypeName(o.dtype), o.sizes.size(), o.rounds, o.rounds == 1 ? "" : "s",
                 base_names.empty() ? "off" : base_names.c_str());
+    if (c.crossSiteRtt() > 0)
+      std::printf("# streams auto: %d per cross-site pair (cross-site round trip %.2f ms)\n", c.streams(),
+                  c.crossSiteRtt() * 1e3);
     printHeader();
   }
   std::vector<Row> rows;
@@ -278,8 +286,10 @@ int worker(const CollectiveBenchOptions& o) {
         rows.push_back(makeRow(k, shown, "lowcomm", real_bytes, us, wrong));
         rows.back().round_us = round_us[i];
         rows.back().round_pos = round_pos[i];
-        rows.back().streams = o.streams;
+        rows.back().streams = o.streams == comm::kAutoStreams ? c.streams() : o.streams;
         rows.back().streams_used = c.streams();
+        rows.back().streams_auto = o.streams == comm::kAutoStreams;
+        rows.back().cross_site_rtt_us = c.crossSiteRtt() * 1e6;
         rows.back().stripe_min_bytes = o.stripe_min_bytes;
         rows.back().congestion_control = o.congestion_control;
         if (op == "allreduce" && algo == Algo::hierarchical) rows.back().node_piece = c.nodePiece();
@@ -350,10 +360,11 @@ int benchCollectives(int argc, char** argv) {
   app.add_option("--shm-piece", o.shm_piece_bytes, "shared-memory pipelining unit, bytes")->capture_default_str();
   app.add_option("--tuning", o.tuning, "a `simulate tune` file: the auto allreduce rows follow it");
   app.add_option("--segment", o.segment_bytes, "pipelining segment of ring/tree algorithms, bytes")->capture_default_str();
-  app.add_option("--streams", o.streams,
-                 "TCP connections per pair of ranks in different sites (LOWCOMM_SITE); messages of at least "
-                 "--stripe-min bytes between sites are striped over them")
-      ->check(CLI::Range(1, comm::kMaxStreams))
+  std::string streams = "auto";
+  app.add_option("--streams", streams,
+                 "TCP connections per pair of ranks in different sites (LOWCOMM_SITE), 1..64, or auto (from the "
+                 "cross-site round trip measured at setup); messages of at least --stripe-min bytes between sites "
+                 "are striped over them")
       ->capture_default_str();
   app.add_option("--stripe-min", o.stripe_min_bytes, "smallest message striped over --streams connections, bytes")
       ->check(CLI::Range(size_t{1}, size_t{1} << 40))
@@ -373,6 +384,7 @@ int benchCollectives(int argc, char** argv) {
   o.algos = splitList(algos);
   o.dtype = comm::parseDType(dtype);
   o.shm = comm::parseShmMode(shm);
+  o.streams = comm::parseStreams(streams, "--streams");
   for (const auto& a : o.algos) comm::parseAlgo(a);  // fail before launching anything
   comm::checkCongestionControl(o.congestion_control);
   if (!o.tuning.empty()) comm::TunedTable::load(o.tuning);

@@ -31,7 +31,7 @@ struct CollectiveBenchOptions {
   comm::ShmMode shm = comm::ShmMode::automatic;
   std::string tuning;                  // a `simulate tune` file for the automatic allreduce
   size_t shm_piece_bytes = comm::CommOptions{}.shm_piece_bytes;
-  int streams = 1;                     // TCP connections per cross-site pair (striping)
+  int streams = comm::kAutoStreams;    // TCP connections per cross-site pair (striping)
   size_t stripe_min_bytes = comm::CommOptions{}.stripe_min_bytes;
   std::string congestion_control = "system";  // of our pair sockets; the baseline keeps the system's
 };

@@ -4,6 +4,8 @@
 #include "lowcomm/comm/communicator.h"
 
 #include <algorithm>
+#include <exception>
+#include <string>
 
 #include "congestion.h"
 #include "link.h"
@@ -11,6 +13,7 @@
 #include "lowcomm/base/error.h"
 #include "lowcomm/net/shm.h"
 #include "shm_domain.h"
+#include "streams_auto.h"
 
 namespace lowcomm::comm {
 
@@ -28,9 +31,9 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<net::Store> s
   if (size > kMaxRanks)
     throw ConfigError("communicator: " + std::to_string(size) + " ranks; at most " + std::to_string(kMaxRanks) +
                       " are supported (slot layout)");
-  if (opts.streams < 1 || opts.streams > kMaxStreams)
+  if (opts.streams != kAutoStreams && (opts.streams < 1 || opts.streams > kMaxStreams))
     throw ConfigError("communicator: streams = " + std::to_string(opts.streams) + "; must be in [1, " +
-                      std::to_string(kMaxStreams) + "]");
+                      std::to_string(kMaxStreams) + "] or " + std::to_string(kAutoStreams) + " (auto)");
   if (opts.site < -1) throw ConfigError("communicator: site = " + std::to_string(opts.site) + "; must be >= 0 or -1 (unknown)");
   checkCongestionControl(opts.congestion_control);  // before connecting: every rank fails alike, at once
   auto dev = net::makeDevice(transport);
@@ -86,11 +89,20 @@ void Communicator::setSites(std::vector<int> sites) {
   link_->setCrossSite(std::move(cross));
 }
 
-// Every rank decides alike: the sites were allgathered, the options are the job's.
+// Every rank decides alike: the sites were allgathered, the options are the job's, and auto's
+// round trip is the largest over all ranks (streams_auto.h).
 void Communicator::connectStreams() {
-  if (opts_.streams <= 1 || !topology_.spansSites()) return;
+  if (!topology_.spansSites()) return;
+  int k = opts_.streams;
+  if (k == kAutoStreams) {
+    cross_site_rtt_ = measureCrossSiteRtt(*link_, opts_.rendezvousTimeout());
+    PathSample path;
+    path.rtt_s = cross_site_rtt_;
+    k = autoStreams(path);
+  }
+  if (k <= 1) return;
   link_->setStripeMin(opts_.stripe_min_bytes);
-  for (int j = 1; j < opts_.streams; ++j) {
+  for (int j = 1; j < k; ++j) {
     auto more = connectLink(store_, prefix_ + "/stream" + std::to_string(j), rank_, size_, link_->device(),
                             opts_.auth_token, opts_.rendezvousTimeout(), opts_.congestion_control);
     link_->addStream(more->sharedContext());
@@ -98,6 +110,21 @@ void Communicator::connectStreams() {
 }
 
 int Communicator::streams() const { return link_->streams(); }
+
+int parseStreams(const std::string& text, const std::string& what) {
+  if (text == "auto") return kAutoStreams;
+  size_t used = 0;
+  int k = 0;
+  try {
+    k = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || used != text.size() || k < 1 || k > kMaxStreams)
+    throw ConfigError(what + " = '" + text + "'; expected auto or an integer in [1, " + std::to_string(kMaxStreams) + "]");
+  return k;
+}
 
 void Communicator::setPhase(const std::string& phase) { phase_ = phase; }
 const std::string& Communicator::phase() const { return phase_; }

@@ -25,7 +25,9 @@ schema::Section<CommConfig> commSection() {
       .text("iface", &O::iface, "network interface to bind (default: the one routing to MASTER_ADDR)")
       .text("address", &O::address, "address to bind")
       .integer("streams", &O::streams, 1, comm::kMaxStreams,
-               "TCP connections per pair of ranks in different sites; large messages are striped over them")
+               "TCP connections per pair of ranks in different sites; large messages are striped over them; auto = "
+               "from the round trip measured at setup (docs/collectives.md)",
+               {{"auto", comm::kAutoStreams}})
       .integer("stripe_min_bytes", &O::stripe_min_bytes, 1, kIntMax, "smallest message striped over `streams` connections")
       .choice("congestion_control", &O::congestion_control, {"system", "cubic", "bbr", "reno"},
               "TCP congestion control of the pair sockets; system = the kernel's default");

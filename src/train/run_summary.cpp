@@ -99,6 +99,10 @@ nlohmann::json TrainingRun::summary(double wall) {
   s["memory"]["peak_rss_with_checkpoint_bytes_max_rank"] = static_cast<int64_t>(rss);
   if (lm()) s["bits_per_byte"] = bitsPerByte(last_eval_.loss);
   s["parallel"] = parallelJson();
+  if (sites)  // the world's transport across sites (comm.streams; auto: what it measured and chose)
+    s["streams"] = {{"per_cross_site_pair", world_->streams()},
+                    {"auto", world_->options().streams == comm::kAutoStreams},
+                    {"cross_site_rtt_us", world_->crossSiteRtt() * 1e6}};
   if (cfg_.fault.slow_rank >= 0)
     s["fault"] = {{"slow_rank", cfg_.fault.slow_rank}, {"slow_factor", cfg_.fault.slow_factor}};
   s["restarts"] = opts_.restart_count;

@@ -261,7 +261,7 @@ TEST(Stripe, SplitCommunicatorsStripeTheirCrossSitePairs) {
 
 TEST(Stripe, BadStreamCountsAreConfigErrors) {
   auto store = std::make_shared<net::MemoryStore>();
-  for (int k : {0, 65}) {
+  for (int k : {-1, 65}) {  // 0 is kAutoStreams
     CommOptions o;
     o.streams = k;
     EXPECT_THROW(Communicator::create(store, 0, 1, o), ConfigError);

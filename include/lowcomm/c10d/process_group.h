@@ -21,7 +21,9 @@
 // - Destroying the group waits for its queued collectives (the worker thread is joined).
 // - Options from the environment (read when the group is created): LOWCOMM_DETERMINISTIC=1
 //   (rank-ordered sums, independent of algorithm and timing), LOWCOMM_ALLREDUCE_ALGO
-//   (auto|ring|hd|hier|rails|ordered|shm|tree), LOWCOMM_SHM (auto|on|off), LOWCOMM_JOB_TOKEN (pair
+//   (auto|ring|hd|hier|rails|ordered|shm|tree), LOWCOMM_SHM (auto|on|off), LOWCOMM_STREAMS
+//   (auto|1..64: TCP connections per pair of ranks in different sites, comm.streams; the site is
+//   LOWCOMM_SITE, set by `lowcomm launch --cluster`), LOWCOMM_JOB_TOKEN (pair
 //   authentication; the Python backend requires it, see backend_rendezvous.h), LOWCOMM_DEBUG_CHECK=1 or TORCH_DISTRIBUTED_DEBUG=DETAIL (a fingerprint
 //   exchange before every collective turns calls that differ across ranks — op, size, dtype,
 //   root — into an error naming the ranks instead of a hang), LOCAL_WORLD_SIZE (ranks per node for the hierarchical and rails algorithms),

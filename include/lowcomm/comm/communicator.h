@@ -40,6 +40,9 @@ ShmMode parseShmMode(const std::string& s);
 class TunedTable;  // lowcomm/comm/tuned_table.h
 
 constexpr int kMaxStreams = 64;  // CommOptions::streams
+constexpr int kAutoStreams = 0;  // CommOptions::streams: chosen from the measured round trip
+// "auto" -> kAutoStreams, "1" .. "64" -> that many; ConfigError naming `what` otherwise.
+int parseStreams(const std::string& text, const std::string& what = "streams");
 
 struct CommOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // every operation
@@ -65,11 +68,14 @@ struct CommOptions {
   // every rank's site at creation (topology()); the traffic meter then counts bytes to peers of
   // another site as "inter-site".
   int site = -1;
-  // TCP connections per pair of ranks in different sites, 1..64. With k > 1 and ranks in more than
-  // one site, every communicator (also split()) connects k - 1 further authenticated meshes, and a
-  // message of at least stripe_min_bytes between two sites travels as k pieces, one per
-  // connection (docs/collectives.md: striping). Pairs inside a site never stripe. 1 = one mesh.
-  int streams = 1;
+  // TCP connections per pair of ranks in different sites, 1..64, or kAutoStreams. With k > 1 and
+  // ranks in more than one site, every communicator (also split()) connects k - 1 further
+  // authenticated meshes, and a message of at least stripe_min_bytes between two sites travels as
+  // k pieces, one per connection (docs/collectives.md: striping). Pairs inside a site never
+  // stripe. 1 = one mesh. kAutoStreams: each communicator whose ranks span sites measures its
+  // cross-site round trip at creation and every rank takes the same k from it (src/comm/
+  // streams_auto.h: 1 on a LAN-like round trip); without sites nothing is measured and k = 1.
+  int streams = kAutoStreams;
   size_t stripe_min_bytes = 256 << 10;
   // TCP congestion control of this communicator's pair sockets ("cubic", "bbr", "reno", ...);
   // "" or "system" = the system default. ConfigError when the kernel does not offer it.
@@ -202,9 +208,12 @@ class Communicator {
   const std::vector<int>& nodeOf() const { return topology_.node_of; }
   // Node and site of every rank (the same on every rank of this communicator).
   const Topology& topology() const { return topology_; }
-  // TCP connections per pair of ranks in different sites: options().streams when the ranks span
-  // sites, else 1.
+  // TCP connections per pair of ranks in different sites: options().streams (or, for
+  // kAutoStreams, the k chosen at creation) when the ranks span sites, else 1.
   int streams() const;
+  // The cross-site round trip (seconds) that kAutoStreams measured at creation, the largest of
+  // every cross-site pair; 0 when nothing was measured (a fixed k, or no sites).
+  double crossSiteRtt() const { return cross_site_rtt_; }
   // The piece size of the hierarchical groups' shared memory once a hierarchical allreduce has
   // mapped it (each node's part then runs in shared memory); 0 before that or when the groups
   // talk TCP (shm off, a group spanning hosts, or mapping failed).
@@ -245,6 +254,7 @@ class Communicator {
   bool all_local_ = false;
   Topology topology_;
   int site_block_ = 0;  // topology_.siteBlock(), set with the sites
+  double cross_site_rtt_ = 0;
   std::unique_ptr<ShmDomain> shm_;
   std::unique_ptr<ShmDomain> node_shm_;
   bool node_shm_tried_ = false;

@@ -103,7 +103,7 @@ struct CommConfig {
   bool debug_check = false;
   std::string iface;
   std::string address;
-  int64_t streams = 1;                       // TCP connections per cross-site pair (striping)
+  int64_t streams = 0;                       // TCP connections per cross-site pair (striping); 0 = auto
   int64_t stripe_min_bytes = 256 << 10;      // smaller cross-site messages use one connection
   std::string congestion_control = "system"; // per-socket TCP congestion control of the pairs
 };
