@@ -18,6 +18,7 @@
 #include "lowcomm/base/error.h"
 #include "lowcomm/sim/calibrate.h"
 #include "lowcomm/sim/replay.h"
+#include "lowcomm/train/config.h"
 #include "simulate_commands.h"
 
 namespace lowcomm::cli {
@@ -42,7 +43,7 @@ std::string calibrationFor(const std::string& setting, const std::vector<std::st
 struct Links {
   std::vector<std::string> calibration;
   bool plain = false;
-  int streams = 1;  // sites: TCP streams per pair across the WAN (the runs' comm.streams)
+  int streams = 0;  // sites: TCP streams per pair across the WAN; 0: the run's comm.streams (1 without a run)
 };
 
 // The setting's nodes, processes and rate on the calibrated (or default) links, shaped as
@@ -54,7 +55,7 @@ sim::PlatformSpec platformFor(const std::string& setting, const Links& links) {
   sim::PlatformSpec p = calibration.empty() ? sim::PlatformSpec{} : sim::loadCalibration(calibration);
   useSetting(p, parsed);
   if (links.plain) p.link_burst_bytes = p.link_queue_s = 0;
-  p.streams = links.streams;
+  p.streams = std::max(1, links.streams);
   sim::validate(p);
   return p;
 }
@@ -118,7 +119,9 @@ void addReplayOptions(CLI::App& app, sim::ReplayOptions& o, Links& links) {
                  "SETTING=FILE; repeatable");
   app.add_flag("--plain-links", links.plain,
                "links without the emulated cluster's tbf burst and queue (a real cluster's NICs)");
-  app.add_option("--streams", links.streams, "settings of sites: TCP streams per pair across the WAN (comm.streams)")
+  app.add_option("--streams", links.streams,
+                 "settings of sites: TCP streams per pair across the WAN (comm.streams); 0: validate takes each "
+                 "run's own (its run/config.toml), replay 1")
       ->capture_default_str();
 }
 
@@ -170,6 +173,15 @@ nlohmann::json readJsonFile(const fs::path& path) {
   }
 }
 
+// The striping a run used (its config's comm.streams and comm.stripe_min_bytes), when its
+// config is there; p's otherwise.
+void useRunStreams(sim::PlatformSpec& p, const fs::path& config) {
+  if (!fs::exists(config)) return;
+  const auto c = train::loadConfig(config.string());
+  p.streams = static_cast<int>(c.comm.streams);
+  p.stripe_min_bytes = static_cast<uint64_t>(c.comm.stripe_min_bytes);
+}
+
 // One bench/e2e row replayed: predicted against measured, or why it was not.
 nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const sim::ReplayOptions& o,
                            const Links& links, const WireModel& wm) {
@@ -185,7 +197,8 @@ nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const
   };
   if (setting.rfind("local", 0) == 0) return skip("no cluster (shared memory is not simulated)");
   if (!fs::exists(timeline)) return skip("no timeline.json (rerun this bench/e2e row)");
-  const auto p = platformFor(setting, links);
+  auto p = platformFor(setting, links);
+  if (links.streams == 0) useRunStreams(p, dir / setting_dir / strategy / "run" / "config.toml");
   auto programs = sim::readTimeline(timeline.string(), o);
   // The whole run (its bytes are compared unscaled): its meter and wire counters include the
   // timeline's own gather.
@@ -207,6 +220,7 @@ nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const
               {"predicted_inter_node_messages", msgs / r.ranks * scale}, {"steps_replayed", r.steps},
               {"unsupported_calls", r.unsupported_calls}});
   if (p.sites > 1) {
+    out["streams"] = p.streams;
     const double site0 = static_cast<double>(r.inter_site_sent.at(0)) * scale;
     out["predicted_inter_site_payload_bytes_rank0"] = site0;
     if (row.contains("inter_site_payload_bytes_rank0") && row["inter_site_payload_bytes_rank0"].is_number()) {
