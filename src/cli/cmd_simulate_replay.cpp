@@ -173,13 +173,19 @@ nlohmann::json readJsonFile(const fs::path& path) {
   }
 }
 
+// A stream_c whose bound exceeds any WAN rate here (BBR: no bound from loss).
+constexpr double kNoLossBound = 1e6;
+
 // The striping a run used (its config's comm.streams and comm.stripe_min_bytes), when its
-// config is there; p's otherwise.
+// config is there; p's otherwise. A run whose sockets used BBR has no loss bound per stream (BBR
+// paces at the path's measured rate and does not back off on random loss): its streams are capped
+// by the links only.
 void useRunStreams(sim::PlatformSpec& p, const fs::path& config) {
   if (!fs::exists(config)) return;
   const auto c = train::loadConfig(config.string());
   p.streams = static_cast<int>(c.comm.streams);
   p.stripe_min_bytes = static_cast<uint64_t>(c.comm.stripe_min_bytes);
+  if (c.comm.congestion_control == "bbr") p.stream_c = kNoLossBound;
 }
 
 // One bench/e2e row replayed: predicted against measured, or why it was not.
@@ -221,6 +227,7 @@ nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const
               {"unsupported_calls", r.unsupported_calls}});
   if (p.sites > 1) {
     out["streams"] = p.streams;
+    out["stream_cap_Bps"] = p.streamCapBps();
     const double site0 = static_cast<double>(r.inter_site_sent.at(0)) * scale;
     out["predicted_inter_site_payload_bytes_rank0"] = site0;
     if (row.contains("inter_site_payload_bytes_rank0") && row["inter_site_payload_bytes_rank0"].is_number()) {
