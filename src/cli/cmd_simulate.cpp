@@ -187,7 +187,7 @@ void printCalibration(const sim::Calibration& c) {
 // then host values (and, with --link-timeline, the links' rate) to training runs' timelines.
 int simulateCalibrate(int argc, char** argv) {
   std::string setting, out, base;
-  std::vector<std::string> measured, timelines, node_timelines, link_timelines, call_timelines;
+  std::vector<std::string> measured, timelines, node_timelines, link_timelines, call_timelines, stream_timelines;
   size_t segment = comm::CommOptions{}.segment_bytes;
   sim::PlatformSpec p;
   bool fit = true, call_overheads = false;
@@ -209,6 +209,9 @@ int simulateCalibrate(int argc, char** argv) {
   app.add_option("--link-timeline", link_timelines,
                  "a lowcomm train --timeline: fits the links' achieved rate to its steps (after the rows, before "
                  "--timeline), for links that carry training's traffic faster than the bulk rows; repeatable");
+  app.add_option("--stream-timeline", stream_timelines,
+                 "a lowcomm train --timeline of a run on this setting of sites with loss: fits one stream's rate under "
+                 "loss (stream_c) to its steps (after --link-timeline, before --timeline); repeatable");
   app.add_option("--call-timeline", call_timelines,
                  "OP/ALGO=TIMELINE, e.g. allgatherv/ring=T: fits a host time per call of that kind to the run's steps "
                  "(last, after the node memory); repeatable, one value per kind");
@@ -225,9 +228,9 @@ int simulateCalibrate(int argc, char** argv) {
   const auto parsed = sim::parseSetting(setting);
   useSetting(p, parsed);
   if (measured.empty() && timelines.empty() && node_timelines.empty() && link_timelines.empty() &&
-      call_timelines.empty())
-    throw ConfigError(
-        "simulate calibrate: give --measured, --timeline, --node-timeline, --link-timeline, --call-timeline or several");
+      call_timelines.empty() && stream_timelines.empty())
+    throw ConfigError("simulate calibrate: give --measured, --timeline, --node-timeline, --link-timeline, "
+                      "--stream-timeline, --call-timeline or several");
   std::map<std::string, std::vector<std::string>> call_runs;  // by call kind, in the order first named
   std::vector<std::string> call_kinds;
   for (const auto& kv : call_timelines) {
@@ -294,6 +297,15 @@ int simulateCalibrate(int argc, char** argv) {
       std::ostringstream o;
       o << "links at " << std::fixed << std::setprecision(4) << f.platform.bandwidth_factor << " x their rate in training"
         << (f.pinned ? "" : " (kept: the runs do not pin a factor in " + rangeText(sim::kLinkFactorRange, 1, "") + ")");
+      return o.str();
+    });
+  if (!stream_timelines.empty())
+    fitTimelines(stream_timelines, sim::fitStreamRate, [](const sim::OverheadFit& f) {
+      std::ostringstream o;
+      o << "one stream under loss at MSS/RTT x " << std::fixed << std::setprecision(3) << f.platform.stream_c
+        << " / p^" << f.platform.loss_exponent << " (" << std::setprecision(2) << f.platform.streamCapBps() * 8 / 1e6
+        << " Mbit/s at " << f.platform.wan_loss * 100 << " %)"
+        << (f.pinned ? "" : " (kept: the runs do not pin it in " + rangeText(sim::kStreamCRange, 1, "") + ")");
       return o.str();
     });
   if (!timelines.empty())

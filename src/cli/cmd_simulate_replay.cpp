@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "lowcomm/base/error.h"
 #include "lowcomm/sim/calibrate.h"
 #include "lowcomm/sim/replay.h"
+#include "lowcomm/train/config.h"
 #include "simulate_commands.h"
 
 namespace lowcomm::cli {
@@ -41,7 +43,7 @@ std::string calibrationFor(const std::string& setting, const std::vector<std::st
 struct Links {
   std::vector<std::string> calibration;
   bool plain = false;
-  int streams = 1;  // sites: TCP streams per pair across the WAN (the runs' comm.streams)
+  int streams = 0;  // sites: TCP streams per pair across the WAN; 0: the run's comm.streams (1 without a run)
 };
 
 // The setting's nodes, processes and rate on the calibrated (or default) links, shaped as
@@ -53,7 +55,7 @@ sim::PlatformSpec platformFor(const std::string& setting, const Links& links) {
   sim::PlatformSpec p = calibration.empty() ? sim::PlatformSpec{} : sim::loadCalibration(calibration);
   useSetting(p, parsed);
   if (links.plain) p.link_burst_bytes = p.link_queue_s = 0;
-  p.streams = links.streams;
+  p.streams = std::max(1, links.streams);
   sim::validate(p);
   return p;
 }
@@ -67,10 +69,37 @@ double meanOf(const std::vector<uint64_t>& v) {
 // preamble and its two rendezvous notices, each a packet of its own, and their acknowledgements).
 // The defaults are the least-squares fit to the eight 4x1@1gbit rows of docs/benchmarks/simulator.md's
 // validation run (kernel counters against the replay's inter-node payload and messages).
+//
+// Across sites the share is the packets' own, not a fit: a lossy WAN stream is slow, and Linux
+// sizes a TCP packet (TSO/GSO autosizing, tcp_tso_autosize) to about 1 ms of its pacing rate
+// (1.2 x its rate in congestion avoidance), at least 2 segments, at most 64 KiB; so each packet of
+// `gso` segments carries header_bytes (Ethernet 14, IP 20, TCP 20 + 12 of timestamps) that the
+// node's interface counts, a lost segment is sent again (the loss share of the data), and the
+// receiver acknowledges every ack_segments segments (delayed ACKs) with a header-only packet.
+// On 2s2x1@1gbit/100mbit,50ms,0.1% the nodes sending across counted 1.8-2.0 segments per packet,
+// their receivers one ACK per ~3.4 segments (fewer than delayed ACKs send: the kernel merges ACKs
+// of segments that arrive together); ack_segments stays RFC 1122's 2, within 0.3 % of those bytes.
 struct WireModel {
   double per_byte = 0.00202;
   double per_message = 693;
-  double wire(double payload, double messages) const { return payload * (1 + per_byte) + messages * per_message; }
+  double header_bytes = 66;
+  double ack_segments = 2;
+  // Segments per packet of one stream across the WAN of `p` (its striped streams share the WAN).
+  static double gsoSegments(const sim::PlatformSpec& p) {
+    const double wan = p.wan_Bps * p.wan_factor / std::max(1, p.streams);
+    const double cap = p.streamCapBps();
+    const double rate = cap > 0 ? std::min(cap, wan) : wan;
+    return std::clamp(std::floor(1.2 * rate * 1e-3 / p.mss_bytes), 2.0, std::floor(65536 / p.mss_bytes));
+  }
+  // Wire bytes of a rank that sent `payload` to other nodes, `site_payload` of it to other sites
+  // (and, on average over ranks, received as much from them), in `messages` messages.
+  double wire(const sim::PlatformSpec& p, double payload, double site_payload, double messages) const {
+    const double lan = (payload - site_payload) * (1 + per_byte) + messages * per_message;
+    if (!(site_payload > 0)) return lan;
+    const double data = site_payload * (1 + p.wan_loss) * (1 + header_bytes / (gsoSegments(p) * p.mss_bytes));
+    const double acks = site_payload * header_bytes / (ack_segments * p.mss_bytes);
+    return lan + data + acks;
+  }
 };
 
 void writeJson(const std::string& path, const nlohmann::json& j) {
@@ -90,7 +119,9 @@ void addReplayOptions(CLI::App& app, sim::ReplayOptions& o, Links& links) {
                  "SETTING=FILE; repeatable");
   app.add_flag("--plain-links", links.plain,
                "links without the emulated cluster's tbf burst and queue (a real cluster's NICs)");
-  app.add_option("--streams", links.streams, "settings of sites: TCP streams per pair across the WAN (comm.streams)")
+  app.add_option("--streams", links.streams,
+                 "settings of sites: TCP streams per pair across the WAN (comm.streams); 0: validate takes each "
+                 "run's own (its run/config.toml), replay 1")
       ->capture_default_str();
 }
 
@@ -142,6 +173,28 @@ nlohmann::json readJsonFile(const fs::path& path) {
   }
 }
 
+// A stream_c whose bound exceeds any WAN rate here (BBR: no bound from loss).
+constexpr double kNoLossBound = 1e6;
+
+// The striping a run used, when its config is there (p's otherwise): the streams its summary says
+// its world used across sites (comm.streams = auto chooses them at run time), else its config's
+// comm.streams, and its comm.stripe_min_bytes. A run whose sockets used BBR has no loss bound per
+// stream (BBR paces at the path's measured rate and does not back off on random loss): its
+// streams are capped by the links only.
+void useRunStreams(sim::PlatformSpec& p, const fs::path& run) {
+  const fs::path config = run / "run" / "config.toml";
+  if (!fs::exists(config)) return;
+  const auto c = train::loadConfig(config.string());
+  if (c.comm.streams != comm::kAutoStreams) p.streams = static_cast<int>(c.comm.streams);
+  if (fs::exists(run / "summary.json")) {
+    const auto s = readJsonFile(run / "summary.json");
+    if (s.contains("streams") && s["streams"].contains("per_cross_site_pair"))
+      p.streams = s["streams"]["per_cross_site_pair"].get<int>();
+  }
+  p.stripe_min_bytes = static_cast<uint64_t>(c.comm.stripe_min_bytes);
+  if (c.comm.congestion_control == "bbr") p.stream_c = kNoLossBound;
+}
+
 // One bench/e2e row replayed: predicted against measured, or why it was not.
 nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const sim::ReplayOptions& o,
                            const Links& links, const WireModel& wm) {
@@ -157,17 +210,22 @@ nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const
   };
   if (setting.rfind("local", 0) == 0) return skip("no cluster (shared memory is not simulated)");
   if (!fs::exists(timeline)) return skip("no timeline.json (rerun this bench/e2e row)");
-  const auto p = platformFor(setting, links);
-  const auto programs = sim::readTimeline(timeline.string(), o);
+  auto p = platformFor(setting, links);
+  if (links.streams == 0) useRunStreams(p, dir / setting_dir / strategy);
+  auto programs = sim::readTimeline(timeline.string(), o);
+  // The whole run (its bytes are compared unscaled): its meter and wire counters include the
+  // timeline's own gather.
+  if (o.first_step == 0 && o.steps == 0) sim::appendTimelineGather(programs, timeline.string());
   const auto r = sim::replay(p, programs);
   const double scale = static_cast<double>(row.at("steps").get<int>()) / std::max(1, r.steps);
   const double payload = meanOf(r.bytes_sent) * scale;
-  double inter = 0, msgs = 0;
+  double inter = 0, site = 0, msgs = 0;
   for (int k = 0; k < r.ranks; ++k) {
     inter += static_cast<double>(r.inter_node_sent[k]);
+    site += static_cast<double>(r.inter_site_sent[k]);
     msgs += static_cast<double>(r.messages_sent[k]) * r.inter_node_sent[k] / std::max<uint64_t>(1, r.bytes_sent[k]);
   }
-  const double wire = wm.wire(inter / r.ranks * scale, msgs / r.ranks * scale);
+  const double wire = wm.wire(p, inter / r.ranks * scale, site / r.ranks * scale, msgs / r.ranks * scale);
   out.update({{"predicted_step_s", r.predicted_step_s}, {"measured_step_s", r.measured_step_s},
               {"step_error", (r.predicted_step_s - r.measured_step_s) / r.measured_step_s},
               {"predicted_payload_bytes", payload}, {"measured_payload_bytes", row.value("payload_bytes_per_rank", 0.0)},
@@ -175,6 +233,8 @@ nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const
               {"predicted_inter_node_messages", msgs / r.ranks * scale}, {"steps_replayed", r.steps},
               {"unsupported_calls", r.unsupported_calls}});
   if (p.sites > 1) {
+    out["streams"] = p.streams;
+    out["stream_cap_Bps"] = p.streamCapBps();
     const double site0 = static_cast<double>(r.inter_site_sent.at(0)) * scale;
     out["predicted_inter_site_payload_bytes_rank0"] = site0;
     if (row.contains("inter_site_payload_bytes_rank0") && row["inter_site_payload_bytes_rank0"].is_number()) {

@@ -106,6 +106,15 @@ OverheadFit fitLinkRate(const PlatformSpec& start, const TrainingRuns& runs) {
                       kLinkMargin, kLinkStep);
 }
 
+OverheadFit fitStreamRate(const PlatformSpec& start, const TrainingRuns& runs) {
+  requireRuns(runs);
+  if (!(start.streamCapBps() > 0))
+    throw ConfigError("simulate calibrate: a stream's rate under loss is fitted on a setting of sites with loss "
+                      "(SsNxP@LAN/WAN,RTTms,LOSS%)");
+  return fitHostValue(start, runs, [](PlatformSpec& p, double lg) { p.stream_c = std::exp(lg); },
+                      std::log(kStreamCRange.lo), std::log(kStreamCRange.hi), 0.01, std::log(1.1));
+}
+
 OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
   requireRuns(runs);
   if (!anyCall(runs, [](const CallSpec& c) { return c.node_piece > 0; }))

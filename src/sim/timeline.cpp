@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/comm/selector.h"
 #include "lowcomm/sim/replay.h"
 
 namespace lowcomm::sim {
@@ -233,6 +234,59 @@ std::vector<RankProgram> readTimeline(const std::string& path, const ReplayOptio
                         " steps, rank 0 " + std::to_string(steps0));
   }
   return out;
+}
+
+namespace {
+
+// Each rank's events in `path` as compact JSON (writeTimeline's `events.dump()` of that rank).
+std::vector<uint64_t> eventBytes(const std::string& path, size_t ranks) {
+  std::ifstream f(path);
+  nlohmann::json j;
+  try {
+    f >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("timeline '" + path + "' is not JSON: " + e.what());
+  }
+  std::vector<nlohmann::json> by_rank(ranks, nlohmann::json::array());
+  for (const auto& je : j.at("traceEvents")) {
+    const int pid = je.value("pid", 0);
+    if (je.value("ph", "") == "X" && pid >= 0 && static_cast<size_t>(pid) < ranks) by_rank[pid].push_back(je);
+  }
+  std::vector<uint64_t> out;
+  for (const auto& events : by_rank) out.push_back(events.dump().size());
+  return out;
+}
+
+}  // namespace
+
+void appendTimelineGather(std::vector<RankProgram>& programs, const std::string& path) {
+  const int world = static_cast<int>(programs.size());
+  if (world < 2) return;
+  comm::Algo gather = comm::Algo::ring;
+  for (const auto& c : programs[0].calls)
+    if (c.op == "allgatherv" && c.ranks.empty()) gather = c.algo;
+  const auto shares = eventBytes(path, programs.size());
+  CallSpec origin;
+  origin.op = "broadcast";
+  origin.bytes = 8;
+  origin.dtype = comm::DType::i64;
+  origin.algo = comm::autoBroadcast(8, world, origin.segment_bytes);
+  CallSpec sizes;
+  sizes.op = "allgatherv";
+  sizes.algo = gather;
+  sizes.dtype = comm::DType::i64;
+  sizes.rank_bytes.assign(world, 8);
+  sizes.bytes = 8 * static_cast<uint64_t>(world);
+  CallSpec events = sizes;
+  events.dtype = comm::DType::u8;
+  events.rank_bytes = shares;
+  events.bytes = 0;
+  for (uint64_t b : shares) events.bytes += b;
+  for (auto& prog : programs)
+    for (const CallSpec& c : {origin, sizes, events}) {
+      prog.calls.push_back(c);
+      prog.main.push_back({ReplayItem::call, 0, static_cast<int>(prog.calls.size()) - 1});
+    }
 }
 
 }  // namespace lowcomm::sim

@@ -115,5 +115,12 @@ OverheadFit fitLinkRate(const PlatformSpec& start, const TrainingRuns& runs);
 // stays: calls hidden behind compute). ConfigError if no run has a call of that kind, the key is
 // not "op/algo", or a run has no measured step time.
 OverheadFit fitCallOverhead(const PlatformSpec& start, const TrainingRuns& runs, const std::string& key);
+// The same for PlatformSpec::stream_c (in its log over kStreamCRange; pinned = false where 10 %
+// less and more fit about as well, or at a bound) from runs on a lossy WAN (`start` has sites and
+// wan_loss > 0, else ConfigError): one TCP stream's long-run rate under random loss, which a
+// training run measures over hundreds of losses where `bench collectives` rows of a few MiB see a
+// handful (at 0.1 % loss the rows disagree by -36 to +66 %). loss_exponent stays, so the bound
+// moves by the same factor at every loss.
+OverheadFit fitStreamRate(const PlatformSpec& start, const TrainingRuns& runs);
 
 }  // namespace lowcomm::sim

@@ -78,6 +78,16 @@ struct ReplayOptions {
 // numbers of steps, a collective the simulator does not know).
 std::vector<RankProgram> readTimeline(const std::string& path, const ReplayOptions& opts);
 
+// What a run with `--timeline` sends after its timeline closed, which its traffic meter counts
+// and the timeline cannot record: writeTimeline's gather (src/train/metrics.cpp), the origin
+// broadcast (8 bytes from rank 0), the allgather of each rank's event bytes (8 each) and the
+// allgatherv of the events themselves, each rank's share the compact JSON of its events in
+// `path` (within a few bytes of what it sent). Appended to every program's main thread after its
+// last item, the allgathers with the algorithm of the run's last recorded allgatherv (the ring
+// when it has none), the broadcast with comm::autoBroadcast's. For comparing a replay through the
+// last step with the run's meter or wire counters (simulate validate).
+void appendTimelineGather(std::vector<RankProgram>& programs, const std::string& path);
+
 struct ReplayResult {
   int ranks = 0, steps = 0;
   double measured_step_s = 0, predicted_step_s = 0;  // means over ranks and steps (the step spans)
