@@ -282,7 +282,7 @@ int worker(const CollectiveBenchOptions& o) {
         if (op == "broadcast" && algo == Algo::automatic)  // the row names what ran (calibration reads it)
           shown = comm::algoName(comm::autoBroadcast(k.count * es, n, c.options().segment_bytes));
         if (op == "allgather" && algo == Algo::automatic)
-          shown = comm::algoName(comm::autoAllgather(n, c.options().group_size));
+          shown = comm::algoName(c.chooseAllgather().algo);
         rows.push_back(makeRow(k, shown, "lowcomm", real_bytes, us, wrong));
         rows.back().round_us = round_us[i];
         rows.back().round_pos = round_pos[i];

@@ -56,7 +56,7 @@ void Communicator::detectLocality(std::vector<int> sites) {
   if (ask) mine.push_back(static_cast<uint64_t>(static_cast<int64_t>(opts_.site)));
   const size_t w = mine.size();
   std::vector<uint64_t> all(w * size_);
-  allgatherImpl(mine.data(), w, all.data(), std::vector<size_t>(size_, w), DType::i64, "setup", Algo::ring);
+  allgatherImpl(mine.data(), w, all.data(), std::vector<size_t>(size_, w), DType::i64, "setup", {Algo::ring, 0});
   if (ask) {
     std::vector<int> got(size_);
     for (int r = 0; r < size_; ++r) got[r] = static_cast<int>(static_cast<int64_t>(all[w * r + 1]));

@@ -106,17 +106,18 @@ void Communicator::allgather(const void* send, void* recv, size_t count, DType d
 
 void Communicator::allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
                               DType dt, Algo algo) {
-  if (algo == Algo::automatic) algo = opts_.allgather_algo;
-  if (!algoRuns(Op::allgather, algo)) throw cannotRun(algo, Op::allgather);
-  if (algo == Algo::automatic) algo = autoAllgather(size_, opts_.group_size);
-  if (size_ > 1 && !shapeFits(algo, size_, opts_.group_size))
-    throw ConfigError(std::string("algorithm '") + algoName(algo) + "' for allgather needs a group size between 2 and " +
-                      std::to_string(size_ - 1) + " (ranks per node), got " + std::to_string(opts_.group_size));
-  allgatherImpl(send, send_count, recv, counts, dt, "allgather", algo);
+  const Algo forced = algo == Algo::automatic ? opts_.allgather_algo : algo;
+  if (!algoRuns(Op::allgather, forced)) throw cannotRun(forced, Op::allgather);
+  const AllgatherChoice how = chooseAllgather(forced);
+  if (size_ > 1 && !shapeFits(how.algo, size_, how.group_size))
+    throw ConfigError(std::string("algorithm '") + algoName(how.algo) + "' for allgather needs a group size between 2 and " +
+                      std::to_string(size_ - 1) + " (ranks per node), got " + std::to_string(how.group_size));
+  allgatherImpl(send, send_count, recv, counts, dt, "allgather", how);
 }
 
 void Communicator::allgatherImpl(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                                 DType dt, const char* op, Algo algo) {
+                                 DType dt, const char* op, AllgatherChoice how) {
+  const Algo algo = how.algo;
   if (counts.size() != static_cast<size_t>(size_))
     throw ConfigError("allgatherv: " + std::to_string(counts.size()) + " counts given for " + std::to_string(size_) +
                       " ranks");
@@ -139,14 +140,14 @@ void Communicator::allgatherImpl(const void* send, size_t send_count, void* recv
     rec.args["rank_bytes"] = per;
     rec.args["algo"] = algoName(algo);
     rec.args["segment"] = std::to_string(opts_.segment_bytes);
-    if (algorithmSpec(algo).needs == Needs::groups) rec.args["group_size"] = std::to_string(opts_.group_size);
+    if (algorithmSpec(algo).needs == Needs::groups) rec.args["group_size"] = std::to_string(how.group_size);
   }
   GlooExchange ex(*link_, *meter_, op, phase_, opts_.timeout, link_->nextSeq());
   AllgatherOptions o;
   o.buf = out;
   o.off_bytes = &off;
   o.segment_bytes = opts_.segment_bytes;
-  o.group_size = opts_.group_size;
+  o.group_size = how.group_size;
   algorithmSpec(algo).runs.allgather_fn(ex, Group::world(rank_, size_), o);
 }
 

@@ -14,7 +14,7 @@ namespace lowcomm::comm {
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   std::vector<int32_t> mine = {color, key, rank_};
   std::vector<int32_t> all(3 * size_);
-  allgatherImpl(mine.data(), 3, all.data(), std::vector<size_t>(size_, 3), DType::i32, "setup", Algo::ring);
+  allgatherImpl(mine.data(), 3, all.data(), std::vector<size_t>(size_, 3), DType::i32, "setup", {Algo::ring, 0});
   const uint64_t id = splits_++;
   if (color < 0) return nullptr;
   std::vector<std::pair<int, int>> members;  // (key, rank)

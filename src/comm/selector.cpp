@@ -84,8 +84,15 @@ Algo autoBroadcast(size_t bytes, int world, size_t seg_bytes) {
   return segments >= 2 * static_cast<size_t>(world - 1) ? Algo::chain : Algo::tree;
 }
 
-Algo autoAllgather(int world, int group_size) {
-  return grouped(world, group_size) ? Algo::hierarchical : Algo::ring;
+AllgatherChoice autoAllgather(int world, int group_size, int site_block) {
+  if (grouped(world, site_block)) return {Algo::hierarchical, site_block};
+  return {grouped(world, group_size) ? Algo::hierarchical : Algo::ring, group_size};
+}
+
+AllgatherChoice Communicator::chooseAllgather(Algo forced) const {
+  if (forced == Algo::automatic) forced = opts_.allgather_algo;
+  if (forced != Algo::automatic) return {forced, opts_.group_size};
+  return autoAllgather(size_, opts_.group_size, site_block_);
 }
 
 }  // namespace lowcomm::comm

@@ -32,12 +32,12 @@ comm::Algo allreduceAlgo(const CallSpec& c, int members, const PlatformSpec& p, 
   throw ConfigError("simulate predict: --algo '" + algo + "': expected auto, recorded" + known);
 }
 
-// Allgather(v) under --algo: its simulated algorithms as asked, recorded as recorded, else the
-// automatic choice.
-comm::Algo allgatherAlgo(const CallSpec& c, int members, const PlatformSpec& p, const std::string& algo) {
-  if (algo == "recorded") return c.algo;
-  if (const auto a = simulatedNamed("allgather", algo)) return *a;
-  return comm::autoAllgather(members, p.ppn);
+// Allgather(v) under --algo: its simulated algorithms as asked and recorded as recorded, grouped
+// by node as a forced one is; else the automatic choice (across sites: hierarchical by site).
+comm::AllgatherChoice allgatherAlgo(const CallSpec& c, int members, const PlatformSpec& p, const std::string& algo) {
+  if (algo == "recorded") return {c.algo, p.ppn};
+  if (const auto a = simulatedNamed("allgather", algo)) return {*a, p.ppn};
+  return comm::autoAllgather(members, p.ppn, siteBlock(p, members));
 }
 
 // The size at the new world of the group a call of rank 0 ran over (0: the whole world). A group
@@ -87,8 +87,9 @@ CallSpec rescale(const CallSpec& c, int recorded_world, int members, const Platf
     const uint64_t share = total / static_cast<uint64_t>(recorded);
     out.rank_bytes.assign(n, share);
     out.bytes = share * n;
-    out.algo = allgatherAlgo(c, members, p, algo);
-    out.group_size = p.ppn;
+    const comm::AllgatherChoice how = allgatherAlgo(c, members, p, algo);
+    out.algo = how.algo;
+    out.group_size = how.group_size;
   } else if (c.op == "reduce_scatter" || c.op == "alltoall") {
     // Whole buffer kept; a rank's part must stay whole elements.
     const uint64_t unit = comm::dtypeSize(c.dtype) * n;

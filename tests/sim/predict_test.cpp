@@ -7,6 +7,7 @@
 // and worlds past the communicator's limit are errors.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -147,6 +148,32 @@ TEST(SimPredict, AutoChoosesSitesAcrossSites) {
   EXPECT_EQ(progs[0].calls[0].algo, comm::Algo::sites);
   EXPECT_EQ(progs[0].calls[0].group_size, 2);
   EXPECT_GT(replay(wan, progs).predicted_step_s, 0.035);  // the sites program runs
+}
+
+// On a setting of sites the automatic allgatherv is hierarchical grouped by site, as the
+// communicator would choose it (comm::autoAllgather): each site's blocks cross the WAN once, in
+// one WAN exchange, against the ring's 3 latency-bound steps; a named algorithm keeps the node's
+// grouping.
+TEST(SimPredict, AutoAllgatherGroupsBySiteAcrossSites) {
+  auto big = recorded(1 << 20, "predict_allgather_sites");
+  for (auto& c : big.calls) c.op = "allgatherv", c.rank_bytes = {c.bytes / 2, c.bytes / 2};
+  const auto wan = parseSetting("2s2x1@1gbit/100mbit,50ms");
+  const auto hier = extrapolate(big, 2, wan, {});
+  EXPECT_EQ(hier[0].calls[0].algo, comm::Algo::hierarchical);
+  EXPECT_EQ(hier[0].calls[0].group_size, 2);
+  const auto ring = extrapolate(big, 2, wan, {"ring"});
+  EXPECT_EQ(ring[0].calls[0].algo, comm::Algo::ring);
+  EXPECT_EQ(ring[0].calls[0].group_size, 1);
+  const auto by_site = replay(wan, hier), by_ring = replay(wan, ring);
+  uint64_t site_bytes = 0, ring_bytes = 0;
+  for (auto b : by_site.inter_site_sent) site_bytes += b;
+  for (auto b : by_ring.inter_site_sent) ring_bytes += b;
+  // Every block crosses once (4 blocks), against the ring's 6 crossings (two links of its 4 cross).
+  EXPECT_GT(site_bytes, 0u);
+  EXPECT_EQ(site_bytes * 3, ring_bytes * 2);
+  EXPECT_LT(by_site.predicted_step_s, by_ring.predicted_step_s);  // 1 WAN round trip per call, not 3
+  const auto lan = parseSetting("4x1@1gbit");  // no sites: the ring, as before
+  EXPECT_EQ(extrapolate(big, 2, lan, {})[0].calls[0].algo, comm::Algo::ring);
 }
 
 TEST(SimPredict, StepWorkIsTheRecordedComputeAndCodecTime) {

@@ -89,6 +89,12 @@ struct CommOptions {
 // when the kernel does not offer it.
 std::string checkCongestionControl(const std::string& name);
 
+// An allgather(v) algorithm and the group size it runs with (hierarchical: ranks per group).
+struct AllgatherChoice {
+  Algo algo = Algo::ring;
+  int group_size = 0;
+};
+
 class Link;
 class ShmDomain;
 
@@ -112,7 +118,7 @@ class Communicator {
   void broadcast(void* buf, size_t count, DType dt, int root, Algo algo = Algo::automatic);
   // recv holds size()*count elements, rank i's block at i*count. The ring or the hierarchical
   // algorithm (Algo::ring, Algo::hierarchical over options().group_size; automatic:
-  // autoAllgather); another algorithm is a ConfigError.
+  // chooseAllgather, hierarchical by site across sites); another algorithm is a ConfigError.
   void allgather(const void* send, void* recv, size_t count, DType dt, Algo algo = Algo::automatic);
   // recv holds sum(counts) elements, rank i's block after those of ranks < i.
   // counts[rank()] must equal send_count. Algorithms as allgather().
@@ -201,6 +207,9 @@ class Communicator {
   // and the sites rule: selector.h). Forcing `sites` over sites that are not contiguous blocks
   // (Topology::siteBlock) is a ConfigError.
   Algo chooseAllreduce(size_t bytes, Algo forced = Algo::automatic) const;
+  // The algorithm and group size allgather(v) would use: `forced` (or options().allgather_algo)
+  // over options().group_size, else autoAllgather (selector.h: hierarchical by site across sites).
+  AllgatherChoice chooseAllgather(Algo forced = Algo::automatic) const;
   // Whether every rank runs on this host (same network namespace), so shared memory works.
   bool allLocal() const { return all_local_; }
   // Node of every rank: ranks with the same host key (same machine and network namespace) share
@@ -231,8 +240,9 @@ class Communicator {
   int groupFor(Algo a) const;
   void connectStreams();  // the further meshes when striping applies
   std::shared_ptr<Communicator> joinRole(const std::string& prefix, int rank, int size);
+  // Runs `how` (its group_size: hierarchical's groups) without choosing; "setup" calls record nothing.
   void allgatherImpl(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts, DType dt,
-                     const char* op, Algo algo);
+                     const char* op, AllgatherChoice how);
   ShmDomain* shmDomain();  // maps the segment on first use; nullptr when shared memory is unusable
   // The shared memory of this rank's hierarchical group (group_size contiguous ranks), mapped by
   // every rank at its first hierarchical allreduce; nullptr when shm is off, a group spans hosts

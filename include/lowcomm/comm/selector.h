@@ -1,5 +1,5 @@
-// The automatic allreduce and broadcast choices, shared by the communicator (Communicator::chooseAllreduce) and
-// the simulator (lowcomm simulate predict), so that a prediction runs what a real run would.
+// The automatic allreduce, broadcast and allgather choices, shared by the communicator
+// (Communicator::chooseAllreduce, chooseAllgather) and the simulator (lowcomm simulate predict), so that a prediction runs what a real run would.
 #pragma once
 
 #include <cstddef>
@@ -28,8 +28,15 @@ Algo autoAllreduce(size_t bytes, int world, int group_size, int site_block);
 // tree for smaller buffers (fewer latency-bound hops) and for 2 ranks (the same messages).
 Algo autoBroadcast(size_t bytes, int world, size_t seg_bytes);
 
-// The automatic allgather(v) on `world` ranks in groups of `group_size`: hierarchical across
-// groups (each group's blocks cross the network once, through its leader), else the ring.
-Algo autoAllgather(int world, int group_size);
+// The automatic allgather(v) on `world` ranks in groups of `group_size` (a node's ranks) and
+// sites of `site_block` ranks (as autoAllreduce; AllgatherChoice: communicator.h):
+// - across sites of several ranks (1 < site_block < world): hierarchical with the SITE as the
+//   group: blocks gathered on each site's leader, the leaders' ring (S - 1 WAN steps for S
+//   sites; one exchange for 2), then the site's broadcast: every site's blocks cross the WAN
+//   once per other site, against the flat ring's n - 1 latency-bound steps, several crossing;
+// - else hierarchical across node groups (each group's blocks cross the network once, through
+//   its leader), else the ring; group_size is returned as given.
+// A forced hierarchical allgather keeps grouping by node (CommOptions::group_size).
+AllgatherChoice autoAllgather(int world, int group_size, int site_block);
 
 }  // namespace lowcomm::comm

@@ -23,8 +23,8 @@ struct PredictOptions {
   // Allreduce algorithm at the new size: "auto" (what the communicator would choose there:
   // comm::autoAllreduce with the node's ranks as groups), "recorded", or an allreduce algorithm the
   // simulator runs (simulatedAlgorithms("allreduce"): ring, hd, hier, rails, ordered).
-  // Allgather(v) calls take "recorded" or a simulated allgather algorithm (ring, hier) as named,
-  // else comm::autoAllgather.
+  // Allgather(v) calls take "recorded" or a simulated allgather algorithm (ring, hier) as named
+  // (hier grouped by node), else comm::autoAllgather (across sites: hier grouped by site).
   std::string algo = "auto";
   // Divides every recorded duration besides the collectives (compute, codecs): "what if the
   // ranks computed this much faster" (e.g. accelerators instead of this machine's cores).
