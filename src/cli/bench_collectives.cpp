@@ -46,6 +46,7 @@ struct Row {
   bool streams_auto = false;
   double cross_site_rtt_us = 0;
   size_t stripe_min_bytes = 0;
+  size_t eager_max_bytes = 0;
   std::string congestion_control = "system";
 };
 
@@ -171,6 +172,7 @@ void writeJson(const std::string& path, const std::vector<Row>& rows) {
     arr.back()["streams_auto"] = r.streams_auto;
     arr.back()["cross_site_rtt_us"] = r.cross_site_rtt_us;
     arr.back()["stripe_min_bytes"] = r.stripe_min_bytes;
+    arr.back()["eager_max_bytes"] = r.eager_max_bytes;
     arr.back()["congestion_control"] = r.congestion_control;
     if (r.round_us.size() > 1) arr.back()["round_time_us"] = r.round_us, arr.back()["round_position"] = r.round_pos;
   }
@@ -200,6 +202,7 @@ int worker(const CollectiveBenchOptions& o) {
   wo.comm.shm_piece_bytes = o.shm_piece_bytes;
   wo.comm.streams = o.streams;
   wo.comm.stripe_min_bytes = o.stripe_min_bytes;
+  wo.comm.eager_max_bytes = o.eager_max_bytes;
   wo.comm.congestion_control = o.congestion_control == "system" ? "" : o.congestion_control;
   wo.transport.iface = o.iface;
   wo.transport.address = o.address;
@@ -291,6 +294,7 @@ int worker(const CollectiveBenchOptions& o) {
         rows.back().streams_auto = o.streams == comm::kAutoStreams;
         rows.back().cross_site_rtt_us = c.crossSiteRtt() * 1e6;
         rows.back().stripe_min_bytes = o.stripe_min_bytes;
+        rows.back().eager_max_bytes = o.eager_max_bytes;
         rows.back().congestion_control = o.congestion_control;
         if (op == "allreduce" && algo == Algo::hierarchical) rows.back().node_piece = c.nodePiece();
         if (rank == 0) printRow(rows.back());
@@ -368,6 +372,11 @@ int benchCollectives(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--stripe-min", o.stripe_min_bytes, "smallest message striped over --streams connections, bytes")
       ->check(CLI::Range(size_t{1}, size_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--eager-max", o.eager_max_bytes,
+                 "largest message the sites allreduce sends between sites without waiting for the receiver's ready "
+                 "notice, bytes; 0 = off")
+      ->check(CLI::Range(size_t{0}, size_t{16} << 20))
       ->capture_default_str();
   app.add_option("--congestion-control", o.congestion_control,
                  "TCP congestion control of our pair sockets: system (the kernel's default) or one the kernel offers "

@@ -33,6 +33,7 @@ struct CollectiveBenchOptions {
   size_t shm_piece_bytes = comm::CommOptions{}.shm_piece_bytes;
   int streams = comm::kAutoStreams;    // TCP connections per cross-site pair (striping)
   size_t stripe_min_bytes = comm::CommOptions{}.stripe_min_bytes;
+  size_t eager_max_bytes = comm::CommOptions{}.eager_max_bytes;
   std::string congestion_control = "system";  // of our pair sockets; the baseline keeps the system's
 };
 

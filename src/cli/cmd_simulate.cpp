@@ -96,6 +96,10 @@ int simulateCollectives(int argc, char** argv) {
   app.add_option("--streams", p.streams, "sites: TCP streams per pair across the WAN (comm.streams)")->capture_default_str();
   app.add_option("--stripe-min", p.stripe_min_bytes, "sites: smallest message striped over the streams, bytes")
       ->capture_default_str();
+  app.add_option("--eager-max", p.eager_max_bytes,
+                 "sites: largest message sent between sites without waiting for the receiver's notice, bytes "
+                 "(comm.eager_max_bytes; 0 = off)")
+      ->capture_default_str();
   app.add_option("--json", json, "write all rows to this JSON file");
   app.add_option("--calibration", calibration,
                  "a `simulate calibrate` output: its bandwidth factor, latency and host values replace the options");
@@ -103,9 +107,9 @@ int simulateCollectives(int argc, char** argv) {
   const auto parsed = sim::parseSetting(setting);
   if (!calibration.empty()) {
     const int streams = p.streams;
-    const uint64_t stripe_min = p.stripe_min_bytes;
+    const uint64_t stripe_min = p.stripe_min_bytes, eager_max = p.eager_max_bytes;
     p = sim::loadCalibration(calibration);
-    p.streams = streams, p.stripe_min_bytes = stripe_min;
+    p.streams = streams, p.stripe_min_bytes = stripe_min, p.eager_max_bytes = eager_max;
     latency_us = p.link_latency_s * 1e6;
   } else {
     p.link_latency_s = latency_us * 1e-6;

@@ -192,6 +192,7 @@ void useRunStreams(sim::PlatformSpec& p, const fs::path& run) {
       p.streams = s["streams"]["per_cross_site_pair"].get<int>();
   }
   p.stripe_min_bytes = static_cast<uint64_t>(c.comm.stripe_min_bytes);
+  p.eager_max_bytes = static_cast<uint64_t>(c.comm.eager_max_bytes);
   if (c.comm.congestion_control == "bbr") p.stream_c = kNoLossBound;
 }
 

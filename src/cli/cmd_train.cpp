@@ -37,6 +37,7 @@ comm::CommOptions commOptions(const train::TrainConfig& c) {
   o.debug_check = c.comm.debug_check;
   o.streams = static_cast<int>(c.comm.streams);
   o.stripe_min_bytes = static_cast<size_t>(c.comm.stripe_min_bytes);
+  o.eager_max_bytes = static_cast<size_t>(c.comm.eager_max_bytes);
   o.congestion_control = c.comm.congestion_control == "system" ? "" : c.comm.congestion_control;
   return o;
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "congestion.h"
+#include "eager.h"
 #include "link.h"
 #include "mesh.h"
 #include "lowcomm/base/error.h"
@@ -79,6 +80,18 @@ void Communicator::detectLocality(std::vector<int> sites) {
   if (opts_.shm == ShmMode::on && !all_local_)
     throw ConfigError("shared memory was required (shm = on) but not every rank is on this host");
   connectStreams();
+  openEagerInbox();
+}
+
+// Partners of the sites allreduce: the ranks of other sites at this rank's index inside its site
+// (a symmetric relation, so both ends of a pair agree on Link::eager). Sites in blocks only.
+void Communicator::openEagerInbox() {
+  if (opts_.eager_max_bytes == 0 || site_block_ <= 0) return;
+  std::vector<int> peers;
+  const int k = rank_ % site_block_;
+  for (int r = k; r < size_; r += site_block_)
+    if (r != rank_) peers.push_back(r);
+  if (!peers.empty()) link_->openInbox(peers, opts_.eager_max_bytes);
 }
 
 void Communicator::setSites(std::vector<int> sites) {

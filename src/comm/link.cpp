@@ -7,6 +7,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include "lowcomm/base/error.h"
+#include "eager.h"
 #include "reduce.h"
 #include "stripe.h"
 
@@ -151,6 +152,12 @@ void GlooExchange::wait(int req) {
   if (req < 0) return;
   Request& r = reqs_[req];
   if (r.done) return;
+  if (r.eager) {
+    takeEager(r);
+    r.done = true;
+    meter_.recordRecv(op_, phase_, r.bytes, link_.linkClass(r.peer));
+    return;
+  }
   try {
     int from = r.peer;
     bool ok = r.send ? r.buf->waitSend(left()) : r.buf->waitRecv(&from, left());

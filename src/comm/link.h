@@ -24,6 +24,8 @@ class UnboundBuffer;
 
 namespace lowcomm::comm {
 
+class EagerInbox;
+
 class Link {
  public:
   Link(std::shared_ptr<gloo::Context> ctx, std::shared_ptr<gloo::transport::Device> dev);
@@ -65,6 +67,12 @@ class Link {
   void setStripeMin(size_t bytes) { stripe_min_ = bytes; }
   bool stripes(int peer, size_t bytes) const;
 
+  // Eager messages (eager.h): standing receives from `peers` on stream 0, for messages of up to
+  // max_bytes. eager(peer, bytes) is the rule both sides apply to an isendEager/irecvEager.
+  void openInbox(const std::vector<int>& peers, size_t max_bytes);
+  bool eager(int peer, size_t bytes) const;
+  EagerInbox& inbox() { return *inbox_; }
+
  private:
   std::vector<bool> same_host_;
   std::vector<bool> cross_site_;
@@ -76,6 +84,7 @@ class Link {
   std::string broken_;
   Scratch scratch_;
   Scratch work_;
+  std::unique_ptr<EagerInbox> inbox_;  // after ctx_: released before the connections close
 };
 
 // Exchange over the Link's Gloo pairs: posts sends/receives on unbound buffers, waits for them
@@ -91,6 +100,8 @@ class GlooExchange final : public Exchange {
   int isend(int peer, const void* ptr, size_t bytes, uint64_t slot) override;
   int irecv(int peer, void* ptr, size_t bytes, uint64_t slot) override;
   int irecvAny(const std::vector<int>& peers, void* ptr, size_t bytes, uint64_t slot) override;
+  int isendEager(int peer, const void* ptr, size_t bytes, uint64_t slot) override;
+  int irecvEager(int peer, void* ptr, size_t bytes, uint64_t slot) override;
   int peerOf(int req) const override { return reqs_[req].peer; }
   void wait(int req) override;
   void waitAll() override;
@@ -108,14 +119,18 @@ class GlooExchange final : public Exchange {
     // A striped message's pieces 1 .. k-1 (stream j), completed in order; `waited` of them are.
     std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> pieces;
     size_t waited = 0;
-    char* ptr = nullptr;   // irecvAny: its buffer and slot, to post the pieces once the peer is known
+    char* ptr = nullptr;   // irecvAny, eager receive: its buffer and slot
     uint64_t slot = 0;
+    bool eager = false;       // an eager receive: taken from the Link's inbox by wait()
+    std::vector<char> staged;  // an eager send: header and payload, alive until sent
   };
   [[noreturn]] void fail(const Request& r, const std::exception& e);
   std::chrono::milliseconds left() const;
   // Posts pieces 1 .. k-1 of a striped message on streams 1 .. k-1 (stripe.cpp).
   void postPieces(Request& r, char* ptr, uint64_t slot);
   void waitPieces(Request& r);
+  // Completes an eager receive from the Link's inbox (eager.cpp).
+  void takeEager(Request& r);
 
   Link& link_;
   TrafficMeter& meter_;

@@ -36,7 +36,8 @@ SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> no
       stream_cap_Bps_(p.streamCapBps()),
       wan_oneway_s_(p.sites > 1 ? p.wanRtt() / 2 : 0),
       streams_(p.streams),
-      stripe_min_(p.stripe_min_bytes) {
+      stripe_min_(p.stripe_min_bytes),
+      eager_max_(p.eager_max_bytes) {
   for (int r = 0; r < world_; ++r) leaf_of_.push_back(p.leafOfRank(r));
   for (int r = 0; r < world_; ++r) site_of_.push_back(p.siteOf(node_of_[r]));
   if (burst_bytes_ > 0 || queue_s_ > 0) {
@@ -165,6 +166,12 @@ void SimNetwork::posted(int src, int dst, uint64_t slot) {
   if (!p.notices.empty()) leaves = std::max(leaves, p.notices.back().second);  // FIFO
   p.notices.emplace_back(slot, leaves);
   p.notice_events->release();
+}
+
+void SimNetwork::prePosted(int src, int dst, uint64_t slot) {
+  Pair& p = pair(src, dst);
+  p.posted.insert(slot);
+  p.events->release();
 }
 
 // The receiver's side of the pair's connection: each notice is a small flow from dst to src.
@@ -321,6 +328,20 @@ int SimExchange::irecv(int peer, void*, size_t bytes, uint64_t slot) {
   Request& r = reqs_.back();
   r.comm = net_.mailbox(peer, rank_, subOf(slot))->get_async<void>(&r.got);
   net_.posted(peer, rank_, slot);
+  net_.recv[rank_] += bytes;
+  return static_cast<int>(reqs_.size() - 1);
+}
+
+int SimExchange::isendEager(int peer, const void* ptr, size_t bytes, uint64_t slot) {
+  if (net_.eager(rank_, peer, bytes)) net_.prePosted(rank_, peer, slot);
+  return isend(peer, ptr, bytes, slot);
+}
+
+int SimExchange::irecvEager(int peer, void* ptr, size_t bytes, uint64_t slot) {
+  if (!net_.eager(peer, rank_, bytes)) return irecv(peer, ptr, bytes, slot);
+  reqs_.push_back(Request{nullptr, peer, slot, false, false, nullptr, nullptr});
+  Request& r = reqs_.back();
+  r.comm = net_.mailbox(peer, rank_, subOf(slot))->get_async<void>(&r.got);
   net_.recv[rank_] += bytes;
   return static_cast<int>(reqs_.size() - 1);
 }

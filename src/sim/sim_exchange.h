@@ -72,6 +72,13 @@ class SimNetwork {
   // The receiver of (src → dst) posted the receive of `slot`: the sender learns it once the
   // notice has crossed from dst to src.
   void posted(int src, int dst, uint64_t slot);
+  // Whether a message of `bytes` from src to dst sent with isendEager goes eagerly (across sites,
+  // at most PlatformSpec::eager_max_bytes), and such a message's receive, known to the sender
+  // before it is sent (the real executor's standing receives, src/comm/eager.h).
+  bool eager(int src, int dst, uint64_t bytes) const {
+    return bytes > 0 && bytes <= eager_max_ && otherSite(src, dst);
+  }
+  void prePosted(int src, int dst, uint64_t slot);
   // Counts `msgs` messages of `bytes` in all from src to dst (sent, inter-node, cross-leaf).
   void count(int src, int dst, uint64_t bytes, uint64_t msgs);
   // The barrier of `n` ranks named `key` (made by the first of them to ask, forgotten once all n
@@ -167,6 +174,7 @@ class SimNetwork {
   double wan_oneway_s_;    // across sites: the WAN's latency one way
   int streams_;
   uint64_t stripe_min_;
+  uint64_t eager_max_;
   std::unordered_map<uint64_t, simgrid::s4u::Mailbox*> boxes_;
   std::unordered_map<uint64_t, std::unique_ptr<Pair>> pairs_;
   std::unordered_map<uint64_t, std::pair<simgrid::s4u::BarrierPtr, int>> barriers_;  // and how many took it
@@ -196,6 +204,8 @@ class SimExchange final : public comm::Exchange {
 
   int isend(int peer, const void* ptr, size_t bytes, uint64_t slot) override;
   int irecv(int peer, void* ptr, size_t bytes, uint64_t slot) override;
+  int isendEager(int peer, const void* ptr, size_t bytes, uint64_t slot) override;
+  int irecvEager(int peer, void* ptr, size_t bytes, uint64_t slot) override;
   // Not used by any collective; throws.
   int irecvAny(const std::vector<int>& peers, void* ptr, size_t bytes, uint64_t slot) override;
   int peerOf(int req) const override { return reqs_[req].peer; }

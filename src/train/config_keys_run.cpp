@@ -29,6 +29,9 @@ schema::Section<CommConfig> commSection() {
                "from the round trip measured at setup (docs/collectives.md)",
                {{"auto", comm::kAutoStreams}})
       .integer("stripe_min_bytes", &O::stripe_min_bytes, 1, kIntMax, "smallest message striped over `streams` connections")
+      .integer("eager_max_bytes", &O::eager_max_bytes, 0, 16 << 20,
+               "largest message the sites allreduce sends between sites without waiting for the receiver's ready "
+               "notice (half a round trip less); 0 = off (docs/collectives.md)")
       .choice("congestion_control", &O::congestion_control, {"system", "cubic", "bbr", "reno"},
               "TCP congestion control of the pair sockets; system = the kernel's default");
   return s;

@@ -76,6 +76,10 @@ void TrainingRun::build() {
     std::fprintf(stderr, "warning: model.autocast = \"bf16\" on a CPU without AVX-512: LibTorch runs bf16 "
                          "convolutions through its slow fallback here (about 14x slower than \"off\" on an "
                          "AVX2-only CPU); the result is the same, only slower\n");
+  if (rank_ == 0)
+    if (const auto w = comm::idleRestartWarning(world_->topology().spansSites(), world_->options().congestion_control);
+        !w.empty())
+      std::fprintf(stderr, "warning: %s\n", w.c_str());
   data::Augment aug;
   if (cfg_.data.augment) aug = data::Augment{true, train_.height() >= 32 ? 4 : 2, true};
   // data.batch_size is per rank: a replica of tp x pp ranks takes tp x pp of them, so every grid

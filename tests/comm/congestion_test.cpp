@@ -125,3 +125,15 @@ TEST(Congestion, AnAlgorithmTheKernelLacksIsAConfigError) {
     EXPECT_NE(m.find("reno"), std::string::npos) << m;  // the list
   }
 }
+
+// The warning for sites on a congestion control that restarts slow after idle: only when the
+// ranks span sites, the sockets do not use bbr and the sysctl is on.
+TEST(Congestion, IdleRestartWarningOnlyAcrossSitesWithoutBbr) {
+  EXPECT_NE(idleRestartWarning(true, "cubic", 1).find("tcp_slow_start_after_idle"), std::string::npos);
+  EXPECT_NE(idleRestartWarning(true, "reno", 1).find("comm.congestion_control = \"bbr\""), std::string::npos);
+  EXPECT_EQ(idleRestartWarning(true, "bbr", 1), "");
+  EXPECT_EQ(idleRestartWarning(true, "cubic", 0), "");
+  EXPECT_EQ(idleRestartWarning(false, "cubic", 1), "");
+  EXPECT_EQ(idleRestartWarning(false, "system"), "");  // reads nothing without sites
+  EXPECT_EQ(idleRestartWarning(true, "bbr"), "");       // a forced bbr, whatever this namespace's sysctl
+}

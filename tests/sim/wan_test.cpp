@@ -56,6 +56,22 @@ TEST(SimWan, SmallMessagesPayTheRoundTrip) {
   EXPECT_LT(allreduce(parseSetting("4x1@1gbit"), "hd", 4), 1e-3);
 }
 
+// The sites allreduce's small WAN messages go eagerly (their receives were posted before the
+// call): one way's latency, half the round trip; without eager messages the notice's half
+// round trip comes first. Above eager_max_bytes a message waits for its notice again.
+TEST(SimWan, EagerMessagesCrossInHalfARoundTrip) {
+  auto wan = parseSetting("2s2x1@1gbit/100mbit,50ms");
+  const double eager = allreduce(wan, "sites", 4096);
+  EXPECT_GT(eager, 0.025);
+  EXPECT_LT(eager, 0.035);
+  wan.eager_max_bytes = 1024;  // a rank's WAN chunk is 2 KiB
+  const double rendezvous = allreduce(wan, "sites", 4096);
+  EXPECT_GT(rendezvous, 0.05);
+  EXPECT_LT(rendezvous, 0.06);
+  wan.eager_max_bytes = 0;
+  EXPECT_DOUBLE_EQ(allreduce(wan, "sites", 4096), rendezvous);
+}
+
 // Without loss a large allreduce runs at the WAN's rate; with loss one stream per pair runs at
 // the Mathis bound, and 8 streams get most of the link back.
 TEST(SimWan, LossCapsAStreamAndStripingLiftsTheCap) {

@@ -77,6 +77,11 @@ struct CommOptions {
   // streams_auto.h: 1 on a LAN-like round trip); without sites nothing is measured and k = 1.
   int streams = kAutoStreams;
   size_t stripe_min_bytes = 256 << 10;
+  // Messages of up to eager_max_bytes that the sites allreduce sends between sites leave without
+  // waiting for the receiver's ready notice (half a round trip less per WAN exchange): each rank
+  // keeps 4 receives of that size posted per partner in the other sites (src/comm/eager.h).
+  // 0 = off. Only when the ranks span sites.
+  size_t eager_max_bytes = 64 << 10;
   // TCP congestion control of this communicator's pair sockets ("cubic", "bbr", "reno", ...);
   // "" or "system" = the system default. ConfigError when the kernel does not offer it.
   std::string congestion_control;
@@ -88,6 +93,15 @@ struct CommOptions {
 // "system"). ConfigError naming `name` and listing /proc/sys/net/ipv4/tcp_available_congestion_control
 // when the kernel does not offer it.
 std::string checkCongestionControl(const std::string& name);
+
+// A warning for ranks that span sites when their pair sockets use a congestion control that
+// restarts from its initial window after an idle retransmission timeout (everything but bbr, with
+// net.ipv4.tcp_slow_start_after_idle = 1): every synchronisation across the WAN then starts
+// slow. "" when none applies. `congestion_control` as in CommOptions ("" or "system": this
+// namespace's default); the sysctls are this process's network namespace's.
+std::string idleRestartWarning(bool spans_sites, const std::string& congestion_control);
+// The rule itself, on given values (`effective`: the algorithm the sockets use).
+std::string idleRestartWarning(bool spans_sites, const std::string& effective, int slow_start_after_idle);
 
 // An allgather(v) algorithm and the group size it runs with (hierarchical: ranks per group).
 struct AllgatherChoice {
@@ -239,6 +253,7 @@ class Communicator {
   // algorithm when the ranks span sites in that layout, else options().group_size.
   int groupFor(Algo a) const;
   void connectStreams();  // the further meshes when striping applies
+  void openEagerInbox();  // eager receives from the other sites' ranks at this rank's index
   std::shared_ptr<Communicator> joinRole(const std::string& prefix, int rank, int size);
   // Runs `how` (its group_size: hierarchical's groups) without choosing; "setup" calls record nothing.
   void allgatherImpl(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts, DType dt,

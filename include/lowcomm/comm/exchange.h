@@ -71,6 +71,13 @@ class Exchange {
 
   virtual int isend(int peer, const void* ptr, size_t bytes, uint64_t slot) = 0;
   virtual int irecv(int peer, void* ptr, size_t bytes, uint64_t slot) = 0;
+  // Latency-bound messages between sites: an executor may deliver them without the receiver's
+  // ready notice (the real one, for messages up to CommOptions::eager_max_bytes to the ranks of
+  // the other sites at the same index inside their site: src/comm/eager.h). A message sent with
+  // isendEager must be received with irecvEager and the other way round; otherwise (other peers,
+  // larger messages, executors without it) they are isend/irecv.
+  virtual int isendEager(int peer, const void* ptr, size_t bytes, uint64_t slot) { return isend(peer, ptr, bytes, slot); }
+  virtual int irecvEager(int peer, void* ptr, size_t bytes, uint64_t slot) { return irecv(peer, ptr, bytes, slot); }
   // From whichever of `peers` sends first; wait() then sets peerOf(req).
   virtual int irecvAny(const std::vector<int>& peers, void* ptr, size_t bytes, uint64_t slot) = 0;
   virtual int peerOf(int req) const = 0;

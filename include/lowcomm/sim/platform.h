@@ -106,6 +106,10 @@ struct PlatformSpec {
   // each, in parallel (each under its own loss cap); the message is in once all are.
   int streams = 1;
   uint64_t stripe_min_bytes = 256 << 10;
+  // Eager messages (CommOptions::eager_max_bytes): the sites allreduce's messages of at most this
+  // many bytes between sites go without waiting for the receiver's notice (its receive was posted
+  // before the call). 0 = off.
+  uint64_t eager_max_bytes = 64 << 10;
 
   int world() const { return nodes * ppn; }
   int nodeOf(int rank) const { return rank / ppn; }  // ranks fill one node after another

@@ -105,6 +105,7 @@ struct CommConfig {
   std::string address;
   int64_t streams = 0;                       // TCP connections per cross-site pair (striping); 0 = auto
   int64_t stripe_min_bytes = 256 << 10;      // smaller cross-site messages use one connection
+  int64_t eager_max_bytes = 64 << 10;        // sites allreduce: WAN messages sent without a ready notice
   std::string congestion_control = "system"; // per-socket TCP congestion control of the pairs
 };
 struct LoggingConfig {

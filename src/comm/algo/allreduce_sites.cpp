@@ -28,7 +28,9 @@
 // (50 ms RTT, 2 sites x 2 nodes, 4 KiB): this algorithm, its WAN receive posted at the start of
 // the call, 56-67 ms (one exchange: one RTT plus the LAN steps); hier and rails, whose second
 // WAN step's receives were announced during the first, 80-88 ms (1.6-1.8 RTT for two steps),
-// the ring 110-123 ms. Below one RTT per call would need receives posted before the call.
+// the ring 110-123 ms. Below one RTT per call needs receives posted before the call: the WAN
+// messages go through Exchange::isendEager / irecvEager, which the real executor delivers from
+// receives kept posted between calls (src/comm/eager.h) when they are small enough.
 //
 // Slots: subs 0 .. kSitesMaxPieces - 1: piece p's reduce-scatter; kSitesMaxPieces + p: its
 // allgather; 2 kSitesMaxPieces: the WAN exchange (step = piece). Messages between one pair of
@@ -78,7 +80,7 @@ void postWanRecvs(Exchange& ex, const Group& g, const Layout& L, int site, uint3
       const Range o = overlap(w.mine, {L.at(t, q), L.at(t, q + 1)});
       if (o.len() == 0) continue;
       char* dst = w.recv + t * stride + (o.lo - w.mine.lo) * es;
-      w.recvs.push_back(ex.irecv(g.peer(t * L.gs + q), dst, o.len() * es, ex.slot(2 * kSitesMaxPieces, p)));
+      w.recvs.push_back(ex.irecvEager(g.peer(t * L.gs + q), dst, o.len() * es, ex.slot(2 * kSitesMaxPieces, p)));
     }
   }
 }
@@ -91,7 +93,7 @@ void postWanSends(Exchange& ex, const Group& g, const Layout& L, int site, char*
     for (int q = 0; q < L.siteSize(t); ++q) {
       const Range o = overlap(w.mine, {L.at(t, q), L.at(t, q + 1)});
       if (o.len() == 0) continue;
-      w.sends.push_back(ex.isend(g.peer(t * L.gs + q), buf + o.lo * es, o.len() * es, ex.slot(2 * kSitesMaxPieces, p)));
+      w.sends.push_back(ex.isendEager(g.peer(t * L.gs + q), buf + o.lo * es, o.len() * es, ex.slot(2 * kSitesMaxPieces, p)));
     }
   }
 }
