@@ -78,10 +78,10 @@ int GlooExchange::isend(int peer, const void* ptr, size_t bytes, uint64_t slot) 
   try {
     buf->send(peer, slot);
   } catch (const std::exception& e) {
-    Request r{nullptr, peer, bytes, true, true, {}, {}, 0, nullptr, 0};
+    Request r{nullptr, peer, bytes, true, true, {}, {}, 0, nullptr, 0, false, {}};
     fail(r, e);
   }
-  reqs_.push_back(Request{std::move(buf), peer, bytes, true, false, {}, {}, 0, nullptr, 0});
+  reqs_.push_back(Request{std::move(buf), peer, bytes, true, false, {}, {}, 0, nullptr, 0, false, {}});
   if (striped) postPieces(reqs_.back(), p, slot);
   return static_cast<int>(reqs_.size() - 1);
 }
@@ -93,10 +93,10 @@ int GlooExchange::irecv(int peer, void* ptr, size_t bytes, uint64_t slot) {
   try {
     buf->recv(peer, slot);
   } catch (const std::exception& e) {
-    Request r{nullptr, peer, bytes, false, true, {}, {}, 0, nullptr, 0};
+    Request r{nullptr, peer, bytes, false, true, {}, {}, 0, nullptr, 0, false, {}};
     fail(r, e);
   }
-  reqs_.push_back(Request{std::move(buf), peer, bytes, false, false, {}, {}, 0, nullptr, 0});
+  reqs_.push_back(Request{std::move(buf), peer, bytes, false, false, {}, {}, 0, nullptr, 0, false, {}});
   if (striped) postPieces(reqs_.back(), static_cast<char*>(ptr), slot);
   return static_cast<int>(reqs_.size() - 1);
 }
@@ -109,10 +109,10 @@ int GlooExchange::irecvAny(const std::vector<int>& peers, void* ptr, size_t byte
   try {
     buf->recv(peers, slot);
   } catch (const std::exception& e) {
-    Request r{nullptr, -1, bytes, false, true, peers, {}, 0, nullptr, 0};
+    Request r{nullptr, -1, bytes, false, true, peers, {}, 0, nullptr, 0, false, {}};
     fail(r, e);
   }
-  reqs_.push_back(Request{std::move(buf), -1, bytes, false, false, peers, {}, 0, static_cast<char*>(ptr), slot});
+  reqs_.push_back(Request{std::move(buf), -1, bytes, false, false, peers, {}, 0, static_cast<char*>(ptr), slot, false, {}});
   return static_cast<int>(reqs_.size() - 1);
 }
 
