@@ -9,6 +9,7 @@
 
 #include "congestion.h"
 #include "eager.h"
+#include "lanes.h"
 #include "link.h"
 #include "mesh.h"
 #include "lowcomm/base/error.h"
@@ -115,9 +116,13 @@ void Communicator::connectStreams() {
   }
   if (k <= 1) return;
   link_->setStripeMin(opts_.stripe_min_bytes);
+  std::vector<bool> cross(size_);
+  for (int r = 0; r < size_; ++r) cross[r] = link_->crossSite(r);
+  setNotSentLowat(*link_, cross, kLaneNotSentLowat, opts_.rendezvousTimeout());
   for (int j = 1; j < k; ++j) {
     auto more = connectLink(store_, prefix_ + "/stream" + std::to_string(j), rank_, size_, link_->device(),
                             opts_.auth_token, opts_.rendezvousTimeout(), opts_.congestion_control);
+    setNotSentLowat(*more, cross, kLaneNotSentLowat, opts_.rendezvousTimeout());
     link_->addStream(more->sharedContext());
   }
 }

@@ -161,6 +161,16 @@ void setCongestionControl(Link& link, const std::string& name, std::chrono::mill
   }
 }
 
+void setNotSentLowat(Link& link, const std::vector<bool>& peers, int bytes, std::chrono::milliseconds timeout) {
+  const auto fds = pairSockets(link, timeout);
+  for (int r = 0; r < link.size(); ++r) {
+    if (r == link.rank() || r >= static_cast<int>(peers.size()) || !peers[r]) continue;
+    if (fds[r] < 0 || ::setsockopt(fds[r], IPPROTO_TCP, TCP_NOTSENT_LOWAT, &bytes, sizeof(bytes)) != 0)
+      throw ConfigError("rank " + std::to_string(link.rank()) + " could not set TCP_NOTSENT_LOWAT on its pair with rank " +
+                        std::to_string(r) + (fds[r] < 0 ? ": no socket found" : std::string(": ") + std::strerror(errno)));
+  }
+}
+
 std::string socketCongestionControl(int fd) {
   char buf[32] = {0};
   socklen_t len = sizeof(buf) - 1;

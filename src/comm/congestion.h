@@ -27,6 +27,11 @@ std::vector<int> pairSockets(Link& link, std::chrono::milliseconds timeout);
 // pair's socket cannot be found.
 void setCongestionControl(Link& link, const std::string& name, std::chrono::milliseconds timeout);
 
+// Sets TCP_NOTSENT_LOWAT to `bytes` on the socket of the pair with every rank r for which
+// peers[r] holds (lanes.h: a send then completes when its data is nearly on the wire). Collective
+// over the link, as pairSockets. ConfigError when a socket is missing or the kernel refuses.
+void setNotSentLowat(Link& link, const std::vector<bool>& peers, int bytes, std::chrono::milliseconds timeout);
+
 // What a socket reports (getsockopt TCP_CONGESTION); "" when it cannot tell.
 std::string socketCongestionControl(int fd);
 

@@ -8,6 +8,7 @@
 
 #include "lowcomm/base/error.h"
 #include "eager.h"
+#include "lanes.h"
 #include "reduce.h"
 #include "stripe.h"
 
@@ -41,6 +42,14 @@ LinkClass Link::linkClass(int peer) const {
 }
 
 void Link::addStream(std::shared_ptr<gloo::Context> ctx) { more_.push_back(std::move(ctx)); }
+Lanes& Link::lanes() {
+  if (!lanes_) {
+    std::vector<gloo::Context*> all{ctx_.get()};
+    for (auto& c : more_) all.push_back(c.get());
+    lanes_ = std::make_unique<Lanes>(std::move(all));
+  }
+  return *lanes_;
+}
 bool Link::stripes(int peer, size_t bytes) const {
   return !more_.empty() && bytes >= stripe_min_ && bytes >= static_cast<size_t>(streams()) && crossSite(peer);
 }
@@ -57,7 +66,10 @@ GlooExchange::~GlooExchange() {
   // Unwinding with messages in flight: the mesh state is unknown. Close it (peers fail fast),
   // then release the buffers Gloo may still reference.
   bool pending = false;
-  for (const auto& r : reqs_) pending = pending || (!r.done && r.buf);
+  for (const auto& r : reqs_) {
+    pending = pending || (!r.done && (r.buf || r.lane));
+    if (!r.done && r.lane) link_.lanes().cancel(*r.lane);
+  }
   if (pending) link_.poison(op_ + " was interrupted with messages in flight");
   for (auto& r : reqs_) {
     if (r.done || !r.buf) continue;
@@ -72,31 +84,33 @@ GlooExchange::~GlooExchange() {
 
 int GlooExchange::isend(int peer, const void* ptr, size_t bytes, uint64_t slot) {
   if (bytes == 0) return -1;
+  if (link_.laned(peer, bytes, slot)) return postLaned(peer, const_cast<void*>(ptr), bytes, slot, true);
   const bool striped = link_.stripes(peer, bytes);
   char* p = static_cast<char*>(const_cast<void*>(ptr));
   auto buf = link_.context().createUnboundBuffer(p, striped ? stripePiece(bytes, link_.streams(), 0).bytes : bytes);
   try {
     buf->send(peer, slot);
   } catch (const std::exception& e) {
-    Request r{nullptr, peer, bytes, true, true, {}, {}, 0, nullptr, 0, false, {}};
+    Request r{nullptr, peer, bytes, true, true, {}, {}, 0, nullptr, 0, false, {}, {}};
     fail(r, e);
   }
-  reqs_.push_back(Request{std::move(buf), peer, bytes, true, false, {}, {}, 0, nullptr, 0, false, {}});
+  reqs_.push_back(Request{std::move(buf), peer, bytes, true, false, {}, {}, 0, nullptr, 0, false, {}, {}});
   if (striped) postPieces(reqs_.back(), p, slot);
   return static_cast<int>(reqs_.size() - 1);
 }
 
 int GlooExchange::irecv(int peer, void* ptr, size_t bytes, uint64_t slot) {
   if (bytes == 0) return -1;
+  if (link_.laned(peer, bytes, slot)) return postLaned(peer, ptr, bytes, slot, false);
   const bool striped = link_.stripes(peer, bytes);
   auto buf = link_.context().createUnboundBuffer(ptr, striped ? stripePiece(bytes, link_.streams(), 0).bytes : bytes);
   try {
     buf->recv(peer, slot);
   } catch (const std::exception& e) {
-    Request r{nullptr, peer, bytes, false, true, {}, {}, 0, nullptr, 0, false, {}};
+    Request r{nullptr, peer, bytes, false, true, {}, {}, 0, nullptr, 0, false, {}, {}};
     fail(r, e);
   }
-  reqs_.push_back(Request{std::move(buf), peer, bytes, false, false, {}, {}, 0, nullptr, 0, false, {}});
+  reqs_.push_back(Request{std::move(buf), peer, bytes, false, false, {}, {}, 0, nullptr, 0, false, {}, {}});
   if (striped) postPieces(reqs_.back(), static_cast<char*>(ptr), slot);
   return static_cast<int>(reqs_.size() - 1);
 }
@@ -109,10 +123,23 @@ int GlooExchange::irecvAny(const std::vector<int>& peers, void* ptr, size_t byte
   try {
     buf->recv(peers, slot);
   } catch (const std::exception& e) {
-    Request r{nullptr, -1, bytes, false, true, peers, {}, 0, nullptr, 0, false, {}};
+    Request r{nullptr, -1, bytes, false, true, peers, {}, 0, nullptr, 0, false, {}, {}};
     fail(r, e);
   }
-  reqs_.push_back(Request{std::move(buf), -1, bytes, false, false, peers, {}, 0, static_cast<char*>(ptr), slot, false, {}});
+  reqs_.push_back(Request{std::move(buf), -1, bytes, false, false, peers, {}, 0, static_cast<char*>(ptr), slot, false, {}, {}});
+  return static_cast<int>(reqs_.size() - 1);
+}
+
+int GlooExchange::postLaned(int peer, void* ptr, size_t bytes, uint64_t slot, bool send) {
+  Request r{};
+  r.peer = peer, r.bytes = bytes, r.send = send, r.slot = slot;
+  try {
+    r.lane = send ? link_.lanes().send(peer, ptr, bytes, slot) : link_.lanes().recv(peer, ptr, bytes, slot);
+  } catch (const std::exception& e) {
+    r.done = true;
+    fail(r, e);
+  }
+  reqs_.push_back(std::move(r));
   return static_cast<int>(reqs_.size() - 1);
 }
 
@@ -152,6 +179,17 @@ void GlooExchange::wait(int req) {
   if (req < 0) return;
   Request& r = reqs_[req];
   if (r.done) return;
+  if (r.lane) {
+    try {
+      link_.lanes().wait(*r.lane, deadline_);
+    } catch (const std::exception& e) {
+      fail(r, e);
+    }
+    r.done = true;
+    if (r.send) meter_.recordSend(op_, phase_, r.bytes, link_.linkClass(r.peer));
+    else meter_.recordRecv(op_, phase_, r.bytes, link_.linkClass(r.peer));
+    return;
+  }
   if (r.eager) {
     takeEager(r);
     r.done = true;

@@ -25,6 +25,8 @@ class UnboundBuffer;
 namespace lowcomm::comm {
 
 class EagerInbox;
+class Lanes;
+struct LaneMessage;
 
 class Link {
  public:
@@ -66,6 +68,12 @@ class Link {
   gloo::Context& stream(int j) { return j == 0 ? *ctx_ : *more_[j - 1]; }
   void setStripeMin(size_t bytes) { stripe_min_ = bytes; }
   bool stripes(int peer, size_t bytes) const;
+  // Striped messages of collective calls travel on lanes (lanes.h: chunks handed to the
+  // connections as they drain); point-to-point ones keep the fixed pieces of stripe.h.
+  bool laned(int peer, size_t bytes, uint64_t slot) const {
+    return stripes(peer, bytes) && static_cast<uint32_t>(slot >> 32) != kP2PSeq;
+  }
+  Lanes& lanes();  // started on first use, over every stream
 
   // Eager messages (eager.h): standing receives from `peers` on stream 0, for messages of up to
   // max_bytes. eager(peer, bytes) is the rule both sides apply to an isendEager/irecvEager.
@@ -85,6 +93,7 @@ class Link {
   Scratch scratch_;
   Scratch work_;
   std::unique_ptr<EagerInbox> inbox_;  // after ctx_: released before the connections close
+  std::unique_ptr<Lanes> lanes_;       // last: its threads stop before anything they use goes
 };
 
 // Exchange over the Link's Gloo pairs: posts sends/receives on unbound buffers, waits for them
@@ -123,12 +132,15 @@ class GlooExchange final : public Exchange {
     uint64_t slot = 0;
     bool eager = false;       // an eager receive: taken from the Link's inbox by wait()
     std::vector<char> staged;  // an eager send: header and payload, alive until sent
+    std::shared_ptr<LaneMessage> lane;  // a message on the Link's lanes
   };
   [[noreturn]] void fail(const Request& r, const std::exception& e);
   std::chrono::milliseconds left() const;
   // Posts pieces 1 .. k-1 of a striped message on streams 1 .. k-1 (stripe.cpp).
   void postPieces(Request& r, char* ptr, uint64_t slot);
   void waitPieces(Request& r);
+  // Posts a message on the Link's lanes (lanes.h).
+  int postLaned(int peer, void* ptr, size_t bytes, uint64_t slot, bool send);
   // Completes an eager receive from the Link's inbox (eager.cpp).
   void takeEager(Request& r);
 

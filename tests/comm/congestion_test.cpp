@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <cstdlib>
@@ -13,6 +14,7 @@
 
 #include "comm/congestion.h"
 #include "comm/harness.h"
+#include "comm/lanes.h"
 #include "comm/mesh.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/net/store.h"
@@ -103,6 +105,44 @@ TEST(Congestion, CommunicatorsSetItOnEveryStream) {
   auto plain = test::makeComms(2);
   EXPECT_EQ(socketsByAlgorithm()[cc] - before, 12 + 2 * 2);
   EXPECT_GE(socketsByAlgorithm()[systemDefault()], 2);
+}
+
+// The process's connected TCP sockets whose TCP_NOTSENT_LOWAT is the lanes' (src/comm/lanes.h).
+int socketsWithLanesLowat() {
+  int out = 0;
+  DIR* dir = ::opendir("/proc/self/fd");
+  while (dirent* e = ::readdir(dir)) {
+    const int fd = std::atoi(e->d_name);
+    int proto = 0, lowat = 0;
+    socklen_t len = sizeof(proto), llen = sizeof(lowat);
+    if (fd <= 2 || ::getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) != 0 || proto != IPPROTO_TCP ||
+        ::getsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, &llen) != 0)
+      continue;
+    out += lowat == kLaneNotSentLowat;
+  }
+  ::closedir(dir);
+  return out;
+}
+
+// Sends on lanes complete when their data is nearly on the wire: the cross-site pairs of every
+// stream (and only those) get TCP_NOTSENT_LOWAT.
+TEST(Congestion, CrossSitePairsOfEveryStreamGetTheLanesLowat) {
+  const int before = socketsWithLanesLowat();
+  auto comms = test::makeComms(3, [&](int r) {
+    CommOptions o;
+    o.site = r == 2;
+    o.streams = 2;
+    return o;
+  });
+  // 2 streams x 2 cross-site connections (0-2, 1-2) x 2 ends; not 0-1.
+  EXPECT_EQ(socketsWithLanesLowat() - before, 8);
+  auto one_stream = test::makeComms(2, [&](int r) {
+    CommOptions o;
+    o.site = r;
+    o.streams = 1;
+    return o;
+  });
+  EXPECT_EQ(socketsWithLanesLowat() - before, 8);  // nothing is laned with one stream
 }
 
 TEST(Congestion, SystemIsTheDefault) {
