@@ -62,7 +62,7 @@ class Link {
 
   // Streams: stream 0 is context(); addStream appends another connected mesh of the same ranks.
   // Messages of at least `stripe_min` bytes (and at least one byte per stream) to or from a
-  // cross-site peer are striped over all streams (stripe.h).
+  // cross-site peer are striped over all streams (lanes.h for collectives, stripe.h otherwise).
   void addStream(std::shared_ptr<gloo::Context> ctx);
   int streams() const { return 1 + static_cast<int>(more_.size()); }
   gloo::Context& stream(int j) { return j == 0 ? *ctx_ : *more_[j - 1]; }

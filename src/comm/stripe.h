@@ -5,7 +5,9 @@
 // ranks in different sites sends a large message as k pieces over k connections (Link streams,
 // each a Gloo mesh of its own). Contract shared by sender and receiver:
 // - A message is striped iff Link::stripes(peer, bytes) — the same answer on both sides, since
-//   sites, streams and stripe_min are the same on every rank of a communicator.
+//   sites, streams and stripe_min are the same on every rank of a communicator. Collective
+//   messages among them travel on lanes instead (lanes.h: Link::laned); these fixed pieces are
+//   for point-to-point messages, whose receiver may learn the sender only from piece 0.
 // - Piece j of k covers [offset, offset + bytes) given by stripePiece(bytes, k, j): contiguous,
 //   near-equal (the first bytes % k pieces one byte longer), every piece non-empty when bytes >= k.
 // - Piece j travels on stream j under the message's own slot: each stream's pair is a separate
