@@ -129,14 +129,16 @@ void Lanes::cancel(LaneMessage& m) {
   if (it != q->second.posted.end() && it->second.get() == &m) q->second.posted.erase(it);
 }
 
+std::pair<Lanes::Peer*, Lanes::Lane*> Lanes::laneOf(int p, int j) {
+  std::lock_guard<std::mutex> lk(mu_);
+  Peer* q = &peers_.at(p);
+  return {q, q->lanes[j].get()};
+}
+
 void Lanes::sendLoop(int p, int j) {
-  Peer* q = nullptr;
-  Lane* lane = nullptr;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    q = &peers_.at(p);
-    lane = q->lanes[j].get();
-  }
+  const auto [qp, lp] = laneOf(p, j);
+  Peer* q = qp;
+  Lane* lane = lp;
   for (;;) {
     Chunk c;
     {
@@ -166,13 +168,9 @@ void Lanes::sendLoop(int p, int j) {
 }
 
 void Lanes::receiveLoop(int p, int j) {
-  Peer* q = nullptr;
-  Lane* lane = nullptr;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    q = &peers_.at(p);
-    lane = q->lanes[j].get();
-  }
+  const auto [qp, lp] = laneOf(p, j);
+  Peer* q = qp;
+  Lane* lane = lp;
   for (size_t i = 0;; i = (i + 1) % lane->boxes.size()) {
     auto& box = lane->boxes[i];
     char* mem = lane->box_mem[i].data();

@@ -40,6 +40,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace gloo {
@@ -110,6 +111,7 @@ class Lanes {
   };
 
   Peer& peer(int p);  // with mu_ held
+  std::pair<Peer*, Lane*> laneOf(int p, int j);  // takes mu_: for the lane threads' start
   void startSenders(int p, Peer& q);
   void startReceivers(int p, Peer& q);
   void sendLoop(int p, int j);

@@ -14,7 +14,7 @@
 
 #include "comm/eager.h"
 #include "comm/harness.h"
-#include "comm/mesh.h"
+#include "comm/two_sites.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/communicator.h"
 #include "lowcomm/comm/traffic.h"
@@ -31,16 +31,9 @@ constexpr size_t kMax = 1024;
 // Two ranks in two sites over real loopback pairs; with `inbox`, each one's standing receives
 // from the other.
 std::vector<std::unique_ptr<Link>> twoSites(bool inbox) {
-  auto store = std::make_shared<net::MemoryStore>();
-  net::TransportOptions t;
-  t.address = "127.0.0.1";
-  auto dev = net::makeDevice(t);
-  std::vector<std::unique_ptr<Link>> links(2);
-  test::onRanks(2, [&](int r) {
-    links[r] = connectLink(store, "eager", r, 2, dev, "", seconds(10));
-    links[r]->setCrossSite({r == 1, r == 0});
-    if (inbox) links[r]->openInbox({1 - r}, kMax);
-  });
+  auto links = test::twoSiteLinks("eager");
+  if (inbox)
+    for (int r = 0; r < 2; ++r) links[r]->openInbox({1 - r}, kMax);
   return links;
 }
 

@@ -10,13 +10,10 @@
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
-#include "comm/harness.h"
 #include "comm/lanes.h"
-#include "comm/link.h"
-#include "comm/mesh.h"
+#include "comm/two_sites.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/traffic.h"
-#include "lowcomm/net/store.h"
 
 using namespace lowcomm;
 using namespace lowcomm::comm;
@@ -28,18 +25,8 @@ constexpr int kStreams = 3;
 constexpr uint32_t kSeq = 5;  // a collective call's sequence: its slots are laned
 
 std::vector<std::unique_ptr<Link>> twoSites(int streams = kStreams) {
-  auto store = std::make_shared<net::MemoryStore>();
-  net::TransportOptions t;
-  t.address = "127.0.0.1";
-  auto dev = net::makeDevice(t);
-  std::vector<std::unique_ptr<Link>> links(2);
-  test::onRanks(2, [&](int r) {
-    links[r] = connectLink(store, "lanes", r, 2, dev, "", seconds(10));
-    for (int j = 1; j < streams; ++j)
-      links[r]->addStream(connectLink(store, "lanes/s" + std::to_string(j), r, 2, dev, "", seconds(10))->sharedContext());
-    links[r]->setCrossSite({r == 1, r == 0});
-    links[r]->setStripeMin(1024);
-  });
+  auto links = test::twoSiteLinks("lanes", streams);
+  for (auto& l : links) l->setStripeMin(1024);
   return links;
 }
 
