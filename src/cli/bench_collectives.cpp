@@ -10,10 +10,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
+#include "bench_collectives_rows.h"
 #include "bench_options.h"
 #include "c10d_backend.h"
 #include "cli_util.h"
@@ -29,32 +28,6 @@ namespace {
 using comm::Algo;
 using comm::DType;
 using Clock = std::chrono::steady_clock;
-
-struct Row {
-  std::string op, algo, backend, dtype;
-  int world;
-  size_t bytes, count;
-  double time_us, algbw, busbw;
-  int64_t wrong;
-  size_t node_piece = 0;  // hier allreduce: each node's part ran in shared memory, pieces of this size
-  std::vector<double> round_us{};  // --rounds > 1: each round's time (time_us is their median)
-  std::vector<int> round_pos{};   // and the case's place in each round's (shuffled) order
-  // The transport: --streams asked (auto: the k it chose, streams_auto set), the streams in use
-  // (1 unless the ranks span sites), auto's measured cross-site round trip, the smallest striped
-  // message, the pair sockets' congestion control. Baselines: one, the system's.
-  int streams = 1, streams_used = 1;
-  bool streams_auto = false;
-  double cross_site_rtt_us = 0;
-  size_t stripe_min_bytes = 0;
-  size_t eager_max_bytes = 0;
-  std::string congestion_control = "system";
-};
-
-double busFactor(const std::string& op, int n) {
-  if (op == "allreduce") return 2.0 * (n - 1) / n;
-  if (op == "broadcast") return 1.0;
-  return static_cast<double>(n - 1) / n;  // allgather, reduce_scatter, alltoall
-}
 
 // Elements per rank's block for an nccl-tests size.
 size_t countFor(const std::string& op, size_t bytes, size_t es, int n) {
@@ -139,51 +112,14 @@ double timeIt(comm::Communicator& c, const CollectiveBenchOptions& o, F&& once) 
   return maxOver(c, mean) * 1e6;
 }
 
+using Row = CollectiveRow;
+
 Row makeRow(const Case& k, const std::string& algo, const std::string& backend, size_t bytes, double us,
             int64_t wrong) {
   Row r{k.op, algo, backend, comm::dtypeName(k.dt), k.n, bytes, k.count, us, 0, 0, wrong};
   r.algbw = static_cast<double>(bytes) / (us * 1e-6) / 1e9;
   r.busbw = r.algbw * busFactor(k.op, k.n);
   return r;
-}
-
-void printHeader() {
-  std::printf("#%11s %12s %6s %15s %9s %11s %12s %9s %9s %7s\n", "size", "count", "type", "op", "algo", "backend",
-              "time_us", "algbw", "busbw", "#wrong");
-  std::printf("#%11s %12s %6s %15s %9s %11s %12s %9s %9s %7s\n", "(B)", "(elems)", "", "", "", "", "", "(GB/s)",
-              "(GB/s)", "");
-}
-
-void printRow(const Row& r) {
-  std::printf("%12zu %12zu %6s %15s %9s %11s %12.1f %9.3f %9.3f %7lld\n", r.bytes, r.count, r.dtype.c_str(),
-              r.op.c_str(), r.algo.c_str(), r.backend.c_str(), r.time_us, r.algbw, r.busbw,
-              static_cast<long long>(r.wrong));
-  std::fflush(stdout);
-}
-
-void writeJson(const std::string& path, const std::vector<Row>& rows) {
-  nlohmann::json arr = nlohmann::json::array();
-  for (const auto& r : rows) {
-    arr.push_back({{"op", r.op}, {"algo", r.algo}, {"backend", r.backend}, {"world", r.world}, {"dtype", r.dtype},
-                   {"bytes", r.bytes}, {"time_us", r.time_us}, {"algbw_GBps", r.algbw}, {"busbw_GBps", r.busbw},
-                   {"wrong", r.wrong}, {"node_piece", r.node_piece}});
-    arr.back()["streams"] = r.streams;
-    arr.back()["streams_used"] = r.streams_used;
-    arr.back()["streams_auto"] = r.streams_auto;
-    arr.back()["cross_site_rtt_us"] = r.cross_site_rtt_us;
-    arr.back()["stripe_min_bytes"] = r.stripe_min_bytes;
-    arr.back()["eager_max_bytes"] = r.eager_max_bytes;
-    arr.back()["congestion_control"] = r.congestion_control;
-    if (r.round_us.size() > 1) arr.back()["round_time_us"] = r.round_us, arr.back()["round_position"] = r.round_pos;
-  }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f) throw ConfigError("cannot write --json file '" + path + "'");
-    f << arr.dump(1) << "\n";
-    if (!f.flush()) throw ConfigError("cannot write --json file '" + path + "'");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError("cannot rename '" + tmp + "' to '" + path + "'");
 }
 
 std::string opAlgo(const std::string& op) {
@@ -229,7 +165,7 @@ int worker(const CollectiveBenchOptions& o) {
     if (c.crossSiteRtt() > 0)
       std::printf("# streams auto: %d per cross-site pair (cross-site round trip %.2f ms)\n", c.streams(),
                   c.crossSiteRtt() * 1e3);
-    printHeader();
+    printRowHeader();
   }
   std::vector<Row> rows;
   int64_t total_wrong = 0;
@@ -319,7 +255,7 @@ int worker(const CollectiveBenchOptions& o) {
     }
   }
   if (rank == 0 && !o.json.empty()) {
-    writeJson(o.json, rows);
+    writeRowsJson(o.json, rows);
     std::printf("# wrote %zu rows to %s\n", rows.size(), o.json.c_str());
   }
   if (total_wrong) {
