@@ -177,6 +177,7 @@ std::chrono::milliseconds GlooExchange::left() const {
 
 void GlooExchange::wait(int req) {
   if (req < 0) return;
+  LC_ENFORCE(static_cast<size_t>(req) < reqs_.size(), "wait on request ", req, " of ", reqs_.size(), " (used after waitAll?)");
   Request& r = reqs_[req];
   if (r.done) return;
   if (r.lane) {

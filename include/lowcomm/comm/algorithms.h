@@ -94,6 +94,8 @@ void ringReduceScatter(Exchange& ex, const Group& g, const ReduceScatterOptions&
 
 // Ring allgather. Receives can be posted early (postRingAllgather) when the caller knows no
 // earlier step still reads the regions they land in; ringAllgather then uses them (o.posted).
+// ringAllgather waits for its own messages only: the caller's other requests (e.g. the sites
+// allreduce's later pieces still crossing the WAN) stay pending and their ids stay valid.
 Posted postRingAllgather(Exchange& ex, const Group& g, const AllgatherOptions& o);
 void ringAllgather(Exchange& ex, const Group& g, const AllgatherOptions& o);
 // Two-level allgather(v) (src/comm/algo/allgather_hierarchical.cpp): blocks gathered on each

@@ -48,20 +48,21 @@ void ringAllgather(Exchange& ex, const Group& g, const AllgatherOptions& opts) {
     own = postRingAllgather(ex, g, opts);
     posted = &own;
   }
+  std::vector<int> sends;
   {
     const size_t o = off[r], len = off[r + 1] - off[r];
     for (size_t k = 0, s = 0; s < len; ++k, s += seg)
-      ex.isend(next, buf + o + s, std::min(seg, len - s), ex.slot(sub, 0, k));
+      sends.push_back(ex.isend(next, buf + o + s, std::min(seg, len - s), ex.slot(sub, 0, k)));
   }
   for (int step = 0; step < n - 1; ++step) {
     const int c = (((r - step - 1) % n) + n) % n;
     const size_t o = off[c], len = off[c + 1] - off[c];
     for (size_t k = 0, s = 0; s < len; ++k, s += seg) {
       ex.wait((*posted)[step][k]);
-      if (step < n - 2) ex.isend(next, buf + o + s, std::min(seg, len - s), ex.slot(sub, step + 1, k));
+      if (step < n - 2) sends.push_back(ex.isend(next, buf + o + s, std::min(seg, len - s), ex.slot(sub, step + 1, k)));
     }
   }
-  ex.waitAll();
+  for (int s : sends) ex.wait(s);
 }
 
 }  // namespace lowcomm::comm

@@ -33,6 +33,7 @@ void allreduceRing(Exchange& ex, const Group& g, const AllreduceOptions& o) {
   ringReduceScatter(ex, g, rs);
   ag.posted = &posted;
   ringAllgather(ex, g, ag);
+  ex.waitAll();  // the reduce-scatter's last sends
 }
 
 }  // namespace lowcomm::comm
