@@ -38,13 +38,13 @@ std::string groupKey(const CallSpec& c) {
 
 }  // namespace
 
-uint32_t nextSeq(Shared& sh, int rank, const CallSpec& c) {
-  const std::string key = groupKey(c);
+uint32_t nextSeq(Shared& sh, int rank, int thread, const CallSpec& c) {
+  const std::string key = groupKey(c) + "t" + std::to_string(thread);
   auto gid = sh.group_ids.emplace(key, static_cast<uint32_t>(sh.group_ids.size())).first;
   return (gid->second << 20) | (sh.state[rank].calls_in_group[key]++ & 0xfffff);
 }
 
-CallBytes runGroupCall(Shared& sh, int rank, const CallSpec& c, bool count) {
+CallBytes runGroupCall(Shared& sh, int rank, int thread, const CallSpec& c, bool count) {
   comm::Group g;
   if (c.ranks.empty()) {
     g = comm::Group::world(rank, sh.net.world());
@@ -55,7 +55,7 @@ CallBytes runGroupCall(Shared& sh, int rank, const CallSpec& c, bool count) {
       throw Error("rank " + std::to_string(rank) + " replays a " + c.op + " of a group it is not in");
     g.me = static_cast<int>(it - c.ranks.begin());
   }
-  SimExchange ex(sh.net, rank, nextSeq(sh, rank, c), count);
+  SimExchange ex(sh.net, rank, nextSeq(sh, rank, thread, c), count);
   runCall(ex, g, c, defaultGroupSize(sh.platform, c.algo), sh.buf.get(), sh.out.get(), sh.scratch);
   ++sh.calls;
   return {ex.bytesSent(), ex.messagesSent(), ex.nodeBytesSent(), ex.nodeMessagesSent(), ex.nodeTime()};
@@ -74,7 +74,7 @@ void runOne(Shared& sh, int rank, int thread, const CallSpec& c) {
   } else if (coarsens(sh, c) && c.algo == comm::Algo::rails) {
     runCoarseRails(sh, rank, thread, c);
   } else if (coarsens(sh, c)) runCoarse(sh, rank, thread, c);
-  else runGroupCall(sh, rank, c);
+  else runGroupCall(sh, rank, thread, c);
 }
 
 // `thread`: 0 the rank's compute thread, 1 its communication thread.

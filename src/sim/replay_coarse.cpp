@@ -76,7 +76,7 @@ void runCoarse(Shared& sh, int rank, int thread, const CallSpec& c) {
   if (!cc.start) cc.start = sg4::Barrier::create(static_cast<unsigned>(s.ranks.size()));
   cc.start->wait();
   const double t0 = sg4::Engine::get_clock();
-  const CallBytes b = runGroupCall(sh, rank, s, false);
+  const CallBytes b = runGroupCall(sh, rank, thread, s, false);
   const double scale = static_cast<double>(units - 1) / static_cast<double>(m - 1);
   // The ring's steps scale with the ranks; the host's time per call (waited in runCall) does not.
   // hier's node steps ran on a buffer m / units of the real one: they scale by units / m.
@@ -141,7 +141,7 @@ void runCoarseRails(Shared& sh, int rank, int thread, const CallSpec& c) {
   if (!cc.start) cc.start = sg4::Barrier::create(static_cast<unsigned>(s.ranks.size()));
   cc.start->wait();  // the sample starts together (as runCoarse)
   if (const double h = sh.net.callOverhead("allreduce/rails"); h > 0) sg4::this_actor::sleep_for(h);
-  SimExchange ex(sh.net, rank, nextSeq(sh, rank, s), false);
+  SimExchange ex(sh.net, rank, nextSeq(sh, rank, thread, s), false);
   char* buf = sh.buf.get();
   comm::ReduceScatterOptions rs;
   rs.buf = buf;

@@ -69,13 +69,15 @@ struct CallBytes {
   double node_s = 0;  // time in node-memory steps
 };
 
-// The sequence number of `rank`'s next call of c's group: calls of different groups must not
-// share slots, so the group's number goes into it.
-uint32_t nextSeq(Shared& sh, int rank, const CallSpec& c);
+// The sequence number of `rank`'s next call of c's group on `thread` (0 compute, 1 communication):
+// calls of different groups must not share slots, so the group's number goes into it; nor the
+// calls of the two threads, which a run makes on communicators of their own (DDP's buckets on a
+// split of the world's) and which the replay interleaves by simulated time, not as recorded.
+uint32_t nextSeq(Shared& sh, int rank, int thread, const CallSpec& c);
 
 // Runs `c` on `rank` (its group's or the world's) and returns the bytes and messages it sent;
 // `count`: whether they go into the network's counters.
-CallBytes runGroupCall(Shared& sh, int rank, const CallSpec& c, bool count = true);
+CallBytes runGroupCall(Shared& sh, int rank, int thread, const CallSpec& c, bool count = true);
 
 // Whether `c` runs coarsened (CoarseOptions): on a sample of the ranks, its time and bytes scaled.
 bool coarsens(Shared& sh, const CallSpec& c);

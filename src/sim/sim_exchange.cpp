@@ -11,10 +11,6 @@ namespace lowcomm::sim {
 
 namespace sg4 = simgrid::s4u;
 
-namespace {
-uint32_t subOf(uint64_t slot) { return static_cast<uint32_t>(slot >> 26) & 0x3f; }
-}  // namespace
-
 SimNetwork::SimNetwork(std::vector<sg4::Host*> host_of_rank, std::vector<int> node_of, const PlatformSpec& p)
     : sent(host_of_rank.size(), 0),
       recv(host_of_rank.size(), 0),
@@ -243,7 +239,7 @@ void SimNetwork::sender(int src, int dst, Pair& p) {
     if (across) {
       sendAcross(src, dst, p, msg.slot, rated);
     } else {
-      auto comm = mailbox(src, dst, static_cast<uint32_t>(msg.slot >> 26) & 0x3f)
+      auto comm = mailbox(src, dst, msg.slot)
                       ->put_async(reinterpret_cast<void*>(static_cast<uintptr_t>(msg.slot + 1)), rated);
       if (queued) msg.queued->comm = comm;
       comm->wait();
@@ -280,7 +276,7 @@ void SimNetwork::deliverer(int src, int dst, Pair& p) {
     p.stream_count.pop_front();
     sg4::this_actor::sleep_until(arrives);
     // The receive is posted (its notice let the bytes go): the hand-over costs the LAN's latency.
-    mailbox(src, dst, static_cast<uint32_t>(slot >> 26) & 0x3f)->put(reinterpret_cast<void*>(static_cast<uintptr_t>(slot + 1)), 0);
+    mailbox(src, dst, slot)->put(reinterpret_cast<void*>(static_cast<uintptr_t>(slot + 1)), 0);
   }
 }
 
@@ -292,11 +288,12 @@ sg4::BarrierPtr SimNetwork::barrier(uint64_t key, int n) {
   return b;
 }
 
-sg4::Mailbox* SimNetwork::mailbox(int src, int dst, uint32_t sub) {
-  const uint64_t key = (static_cast<uint64_t>(src) * static_cast<uint64_t>(world_) + static_cast<uint64_t>(dst)) * 64 + sub;
+sg4::Mailbox* SimNetwork::mailbox(int src, int dst, uint64_t slot) {
+  const uint64_t ns = ((slot >> 52) << 6) | ((slot >> 26) & 0x3f);  // 18 bits: group and thread, sub
+  const uint64_t key = ((static_cast<uint64_t>(src) * static_cast<uint64_t>(world_) + static_cast<uint64_t>(dst)) << 18) | ns;
   auto it = boxes_.find(key);
   if (it != boxes_.end()) return it->second;
-  auto* box = sg4::Mailbox::by_name(std::to_string(src) + ">" + std::to_string(dst) + "/" + std::to_string(sub));
+  auto* box = sg4::Mailbox::by_name(std::to_string(src) + ">" + std::to_string(dst) + "/" + std::to_string(ns));
   boxes_.emplace(key, box);
   return box;
 }
@@ -326,7 +323,7 @@ int SimExchange::irecv(int peer, void*, size_t bytes, uint64_t slot) {
   if (bytes == 0) return -1;
   reqs_.push_back(Request{nullptr, peer, slot, false, false, nullptr, nullptr});
   Request& r = reqs_.back();
-  r.comm = net_.mailbox(peer, rank_, subOf(slot))->get_async<void>(&r.got);
+  r.comm = net_.mailbox(peer, rank_, slot)->get_async<void>(&r.got);
   net_.posted(peer, rank_, slot);
   net_.recv[rank_] += bytes;
   return static_cast<int>(reqs_.size() - 1);
@@ -341,7 +338,7 @@ int SimExchange::irecvEager(int peer, void* ptr, size_t bytes, uint64_t slot) {
   if (!net_.eager(peer, rank_, bytes)) return irecv(peer, ptr, bytes, slot);
   reqs_.push_back(Request{nullptr, peer, slot, false, false, nullptr, nullptr});
   Request& r = reqs_.back();
-  r.comm = net_.mailbox(peer, rank_, subOf(slot))->get_async<void>(&r.got);
+  r.comm = net_.mailbox(peer, rank_, slot)->get_async<void>(&r.got);
   net_.recv[rank_] += bytes;
   return static_cast<int>(reqs_.size() - 1);
 }
@@ -352,6 +349,7 @@ int SimExchange::irecvAny(const std::vector<int>&, void*, size_t, uint64_t) {
 
 void SimExchange::wait(int req) {
   if (req < 0) return;
+  LC_ENFORCE(static_cast<size_t>(req) < reqs_.size(), "simulated exchange: wait on request ", req, " of ", reqs_.size(), " (used after waitAll?)");
   Request& r = reqs_[req];
   if (r.done) return;
   if (r.send) r.sent_sem->acquire();

@@ -51,9 +51,11 @@ class SimNetwork {
   // queue (notice_bytes, message_overhead_s, link_burst_bytes, link_queue_s, at link_Bps and
   // link_Bps x bandwidth_factor).
   SimNetwork(std::vector<simgrid::s4u::Host*> host_of_rank, std::vector<int> node_of, const PlatformSpec& p);
-  // The mailbox of messages from `src` to `dst` in slot namespace `sub` (algorithms post the
-  // messages of one namespace between two ranks in the same order on both sides: checked).
-  simgrid::s4u::Mailbox* mailbox(int src, int dst, uint32_t sub);
+  // The mailbox of messages from `src` to `dst` in the namespace of `slot`: its sequence number's
+  // top 12 bits (the replay's group and thread: calls of two threads run at once) and its sub
+  // (algorithms post the messages of one namespace between two ranks in the same order on both
+  // sides: checked).
+  simgrid::s4u::Mailbox* mailbox(int src, int dst, uint64_t slot);
   bool sameNode(int a, int b) const { return node_of_[a] == node_of_[b]; }
   bool otherLeaf(int a, int b) const { return leaf_of_[a] != leaf_of_[b]; }
   bool otherSite(int a, int b) const { return site_of_[a] != site_of_[b]; }

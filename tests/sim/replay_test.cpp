@@ -438,6 +438,34 @@ TEST(SimReplay, TagsAndCommunicatorsKeepTheirMessagesApart) {
   std::remove(path.c_str());
 }
 
+// DDP's buckets run on a communicator of their own (a split of the world's), so a call of the
+// compute thread while a bucket is in flight never shares its sequence numbers, whichever of the
+// two each rank issues first. Here rank 0 broadcasts before its bucket starts, rank 1 after.
+TEST(SimReplay, TheComputeThreadsCallsAndTheBucketsKeepTheirOwnSequence) {
+  nlohmann::json ev = nlohmann::json::array();
+  const nlohmann::json bcast = {{"bytes", "8"}, {"dtype", "u8"}, {"algo", "tree"}, {"root", "0"}};
+  const nlohmann::json ring = {{"bytes", "4096"}, {"dtype", "f32"}, {"algo", "ring"}, {"segment", "1048576"}};
+  for (int r = 0; r < 2; ++r) {
+    const double t = 1000, bcast_at = r == 0 ? t + 10000 : t + 31000;  // rank 0: before backward
+    const double backward = r == 0 ? t + 10100 : t + 10000, ready = backward + (r == 0 ? 19000 : 1000);
+    ev.push_back(event(r, 0, "forward", "compute", t, 10000));
+    ev.push_back(event(r, 0, "broadcast", "collective", bcast_at, 100, bcast));
+    ev.push_back(event(r, 0, "backward", "compute", backward, 20000));
+    ev.push_back(event(r, 1, "bucket 0", "comm", ready, 300, {{"queued_us", "0"}, {"bytes", "4096"}}));
+    ev.push_back(event(r, 1, "allreduce", "collective", ready + 50, 200, ring));
+    ev.push_back(event(r, 0, "wait for gradients", "wait", t + 31100, 100));
+    ev.push_back(event(r, 2, "ddp", "phase", t, 31200));
+  }
+  const auto path = tempPath("ddp_two_threads");
+  writeTrace(path, ev);
+  const auto progs = readTimeline(path, {});
+  ASSERT_EQ(progs[0].buckets.size(), 1u);
+  const auto r = replay(star(2, 1.0), progs);
+  EXPECT_EQ(r.steps, 1);
+  EXPECT_EQ(r.bytes_sent[0], 8u + 4096u);
+  std::remove(path.c_str());
+}
+
 TEST(SimReplay, BadTimelinesAreErrorsNamingTheFile) {
   const auto path = tempPath("bad");
   std::ofstream(path) << "{\"traceEvents\": 3}";
