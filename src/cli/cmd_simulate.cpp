@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -214,8 +215,10 @@ int simulateCalibrate(int argc, char** argv) {
                  "a lowcomm train --timeline: fits the links' achieved rate to its steps (after the rows, before "
                  "--timeline), for links that carry training's traffic faster than the bulk rows; repeatable");
   app.add_option("--stream-timeline", stream_timelines,
-                 "a lowcomm train --timeline of a run on this setting of sites with loss: fits one stream's rate under "
-                 "loss (stream_c) to its steps (after --link-timeline, before --timeline); repeatable");
+                 "a lowcomm train --timeline of a run on this setting of sites, replayed with the run's own striping "
+                 "(its summary and run/config.toml beside it): fits one stream's rate under loss (stream_c), or for a "
+                 "run on BBR the WAN's rate in training (wan_factor), to its steps (after --link-timeline, before "
+                 "--timeline); repeatable");
   app.add_option("--call-timeline", call_timelines,
                  "OP/ALGO=TIMELINE, e.g. allgatherv/ring=T: fits a host time per call of that kind to the run's steps "
                  "(last, after the node memory); repeatable, one value per kind");
@@ -303,15 +306,34 @@ int simulateCalibrate(int argc, char** argv) {
         << (f.pinned ? "" : " (kept: the runs do not pin a factor in " + rangeText(sim::kLinkFactorRange, 1, "") + ")");
       return o.str();
     });
-  if (!stream_timelines.empty())
-    fitTimelines(stream_timelines, sim::fitStreamRate, [](const sim::OverheadFit& f) {
-      std::ostringstream o;
-      o << "one stream under loss at MSS/RTT x " << std::fixed << std::setprecision(3) << f.platform.stream_c
-        << " / p^" << f.platform.loss_exponent << " (" << std::setprecision(2) << f.platform.streamCapBps() * 8 / 1e6
-        << " Mbit/s at " << f.platform.wan_loss * 100 << " %)"
-        << (f.pinned ? "" : " (kept: the runs do not pin it in " + rangeText(sim::kStreamCRange, 1, "") + ")");
-      return o.str();
-    });
+  if (!stream_timelines.empty()) {
+    // Replayed with the runs' own striping (the first run's config and summary next to its
+    // timeline), as `simulate validate` replays them; the calibration keeps none of it.
+    const sim::PlatformSpec before = c.platform;
+    const bool bbr = useRunStreams(c.platform, std::filesystem::path(stream_timelines.front()).parent_path().string());
+    if (bbr) {
+      fitTimelines(stream_timelines, sim::fitWanRate, [](const sim::OverheadFit& f) {
+        std::ostringstream o;
+        o << "the WAN at " << std::fixed << std::setprecision(4) << f.platform.wan_factor
+          << " x its rate in training (the run's sockets on BBR: no loss bound per stream)"
+          << (f.pinned ? "" : " (kept: the runs do not pin a factor in " + rangeText(sim::kLinkFactorRange, 1, "") + ")");
+        return o.str();
+      });
+      c.platform.stream_c = before.stream_c;
+    } else {
+      fitTimelines(stream_timelines, sim::fitStreamRate, [](const sim::OverheadFit& f) {
+        std::ostringstream o;
+        o << "one stream under loss at MSS/RTT x " << std::fixed << std::setprecision(3) << f.platform.stream_c
+          << " / p^" << f.platform.loss_exponent << " (" << std::setprecision(2) << f.platform.streamCapBps() * 8 / 1e6
+          << " Mbit/s at " << f.platform.wan_loss * 100 << " %)"
+          << (f.pinned ? "" : " (kept: the runs do not pin it in " + rangeText(sim::kStreamCRange, 1, "") + ")");
+        return o.str();
+      });
+    }
+    c.platform.streams = before.streams;
+    c.platform.stripe_min_bytes = before.stripe_min_bytes;
+    c.platform.eager_max_bytes = before.eager_max_bytes;
+  }
   if (!timelines.empty())
     fitTimelines(timelines, sim::fitMessageOverhead, [](const sim::OverheadFit& f) {
       std::ostringstream o;

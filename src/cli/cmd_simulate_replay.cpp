@@ -173,17 +173,14 @@ nlohmann::json readJsonFile(const fs::path& path) {
   }
 }
 
+}  // namespace
+
 // A stream_c whose bound exceeds any WAN rate here (BBR: no bound from loss).
 constexpr double kNoLossBound = 1e6;
 
-// The striping a run used, when its config is there (p's otherwise): the streams its summary says
-// its world used across sites (comm.streams = auto chooses them at run time), else its config's
-// comm.streams, and its comm.stripe_min_bytes. A run whose sockets used BBR has no loss bound per
-// stream (BBR paces at the path's measured rate and does not back off on random loss): its
-// streams are capped by the links only.
-void useRunStreams(sim::PlatformSpec& p, const fs::path& run) {
-  const fs::path config = run / "run" / "config.toml";
-  if (!fs::exists(config)) return;
+bool useRunStreams(sim::PlatformSpec& p, const std::string& run_dir) {
+  const fs::path run(run_dir), config = run / "run" / "config.toml";
+  if (!fs::exists(config)) return false;
   const auto c = train::loadConfig(config.string());
   if (c.comm.streams != comm::kAutoStreams) p.streams = static_cast<int>(c.comm.streams);
   if (fs::exists(run / "summary.json")) {
@@ -193,8 +190,12 @@ void useRunStreams(sim::PlatformSpec& p, const fs::path& run) {
   }
   p.stripe_min_bytes = static_cast<uint64_t>(c.comm.stripe_min_bytes);
   p.eager_max_bytes = static_cast<uint64_t>(c.comm.eager_max_bytes);
-  if (c.comm.congestion_control == "bbr") p.stream_c = kNoLossBound;
+  if (c.comm.congestion_control != "bbr") return false;
+  p.stream_c = kNoLossBound;
+  return true;
 }
+
+namespace {
 
 // One bench/e2e row replayed: predicted against measured, or why it was not.
 nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const sim::ReplayOptions& o,
@@ -212,7 +213,7 @@ nlohmann::json validateRow(const fs::path& dir, const nlohmann::json& row, const
   if (setting.rfind("local", 0) == 0) return skip("no cluster (shared memory is not simulated)");
   if (!fs::exists(timeline)) return skip("no timeline.json (rerun this bench/e2e row)");
   auto p = platformFor(setting, links);
-  if (links.streams == 0) useRunStreams(p, dir / setting_dir / strategy);
+  if (links.streams == 0) useRunStreams(p, (dir / setting_dir / strategy).string());
   auto programs = sim::readTimeline(timeline.string(), o);
   // The whole run (its bytes are compared unscaled): its meter and wire counters include the
   // timeline's own gather.

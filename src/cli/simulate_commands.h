@@ -32,6 +32,14 @@ std::vector<sim::MeasuredRow> readMeasuredFiles(const std::string& setting, cons
 // The WAN values a calibration of a setting of sites found (cmd_simulate_wan.cpp).
 void printWanCalibration(const std::string& setting, const sim::Calibration& c);
 
+// The striping a run used, when its config is there (p's otherwise): the streams its summary says
+// its world used across sites (comm.streams = auto chooses them at run time), else its config's
+// comm.streams, its comm.stripe_min_bytes and comm.eager_max_bytes. `run` is the directory of
+// the run's timeline.json, summary.json and run/config.toml (a bench/e2e row). Returns whether
+// its sockets ran BBR (then p has no loss bound per stream: BBR paces at the path's measured
+// rate and does not back off on random loss, so its streams are capped by the links only).
+bool useRunStreams(sim::PlatformSpec& p, const std::string& run);
+
 int simulateReplay(int argc, char** argv);
 int simulateValidate(int argc, char** argv);
 int simulatePredict(int argc, char** argv);  // cmd_simulate_predict.cpp

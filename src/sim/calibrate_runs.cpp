@@ -115,6 +115,15 @@ OverheadFit fitStreamRate(const PlatformSpec& start, const TrainingRuns& runs) {
                       std::log(kStreamCRange.lo), std::log(kStreamCRange.hi), 0.01, std::log(1.1));
 }
 
+OverheadFit fitWanRate(const PlatformSpec& start, const TrainingRuns& runs) {
+  requireRuns(runs);
+  if (start.sites < 2)
+    throw ConfigError("simulate calibrate: the WAN's rate in training is fitted on a setting of sites "
+                      "(SsNxP@LAN/WAN,RTTms[,LOSS%])");
+  return fitHostValue(start, runs, [](PlatformSpec& p, double x) { p.wan_factor = x; }, kLinkLo, kLinkHi,
+                      kLinkMargin, kLinkStep);
+}
+
 OverheadFit fitNodeMemory(const PlatformSpec& start, const TrainingRuns& runs) {
   requireRuns(runs);
   if (!anyCall(runs, [](const CallSpec& c) { return c.node_piece > 0; }))

@@ -101,3 +101,27 @@ TEST(SimWanReplay, FitStreamRateRecoversTheStreamOfARun) {
   EXPECT_THROW(fitStreamRate(parseSetting("2s2x1@1gbit/100mbit,50ms"), runs), ConfigError);
   std::remove(path.c_str());
 }
+
+// A run on BBR (no loss bound per stream) whose WAN carried 0.6 of its rate: fitted from 1, the
+// fit finds 0.6 again; a setting without sites has no WAN to fit.
+TEST(SimWanReplay, FitWanRateRecoversTheWansRateOfARun) {
+  const int n = 4;
+  const uint64_t bytes = 4 << 20;
+  auto p = parseSetting("2s2x1@1gbit/100mbit,50ms,0.1%");
+  p.stream_c = 1e6;
+  p.streams = 16;
+  p.wan_factor = 0.6;
+  const auto path = tempPath("wan_rate");
+  writeTrace(path, ddpWaiting(n, 3, bytes, 100));
+  const double step = replay(p, readTimeline(path, {})).predicted_step_s;
+  writeTrace(path, ddpWaiting(n, 3, bytes, (step - 0.035) * 1e3));
+  TrainingRuns runs = {readTimeline(path, {})};
+  auto start = p;
+  start.wan_factor = 1.0;
+  const auto fit = fitWanRate(start, runs);
+  EXPECT_TRUE(fit.pinned);
+  EXPECT_NEAR(fit.platform.wan_factor, 0.6, 0.01);
+  EXPECT_NEAR(fit.predicted_step_s[0] / fit.measured_step_s[0], 1.0, 0.01);
+  EXPECT_THROW(fitWanRate(parseSetting("4x1@1gbit"), runs), ConfigError);
+  std::remove(path.c_str());
+}

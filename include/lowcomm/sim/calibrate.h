@@ -122,5 +122,10 @@ OverheadFit fitCallOverhead(const PlatformSpec& start, const TrainingRuns& runs,
 // handful (at 0.1 % loss the rows disagree by -36 to +66 %). loss_exponent stays, so the bound
 // moves by the same factor at every loss.
 OverheadFit fitStreamRate(const PlatformSpec& start, const TrainingRuns& runs);
+// The same for PlatformSpec::wan_factor (0.3–1.2, pinned as fitLinkRate) from runs on a WAN
+// (`start` has sites, else ConfigError) whose streams no loss bound caps (their sockets ran BBR):
+// the WAN's achieved rate under training's traffic (each step's messages start from an idle
+// connection), which the bulk `bench collectives` rows do not see.
+OverheadFit fitWanRate(const PlatformSpec& start, const TrainingRuns& runs);
 
 }  // namespace lowcomm::sim
