@@ -4,7 +4,7 @@
 
 namespace lowcomm::parallel {
 
-CommThread::CommThread() : thread_([this] { loop(); }) {}
+CommThread::CommThread(int lane) : lane_(lane), thread_([this] { loop(); }) {}
 
 CommThread::~CommThread() {
   {
@@ -34,7 +34,7 @@ void CommThread::wait() {
 }
 
 void CommThread::loop() {
-  Trace::setThreadLane(1);
+  Trace::setThreadLane(lane_);
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });

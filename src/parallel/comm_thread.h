@@ -1,5 +1,6 @@
 // A single background thread that runs submitted tasks in order (private to parallel).
 // wait() blocks until every submitted task has run and rethrows the first task failure.
+// The thread records its collectives on timeline lane `lane` (Trace::setThreadLane).
 #pragma once
 
 #include <condition_variable>
@@ -13,7 +14,7 @@ namespace lowcomm::parallel {
 
 class CommThread {
  public:
-  CommThread();
+  explicit CommThread(int lane = 1);
   ~CommThread();
   void submit(std::function<void()> task);
   void wait();
@@ -26,6 +27,7 @@ class CommThread {
   std::deque<std::function<void()>> queue_;
   int running_ = 0;
   bool stop_ = false;
+  int lane_;
   std::exception_ptr error_;
   std::thread thread_;
 };

@@ -10,7 +10,20 @@ schema::Section<DilocoOptions> dilocoSection() {
   s.integer("period", &O::period, 1, 2147483647, "inner steps between outer steps")
       .number("outer_lr", &O::outer_lr, schema::Range::above(0), "outer SGD learning rate on the averaged pseudo-gradient")
       .number("outer_momentum", &O::outer_momentum, schema::Range::halfOpen(0, 1), "outer momentum")
-      .flag("nesterov", &O::nesterov, "Nesterov outer momentum");
+      .flag("nesterov", &O::nesterov, "Nesterov outer momentum")
+      .choice("scope", &O::scope, {"world", "site", "node"},
+              "replica groups: every rank (world), or the ranks of a site or node kept equal by an inner DDP")
+      .integer("fragments", &O::fragments, 1, 65536, "streaming: parameter fragments synced on a staggered schedule")
+      .integer("overlap_steps", &O::overlap_steps, 0, 2147483647, "streaming: inner steps a fragment's exchange overlaps")
+      .number("mix", &O::mix, schema::Range::halfOpen(0, 1), "streaming: weight of the local weights when a fragment lands")
+      .check([](const O& o) {
+        if (o.fragments > o.period)
+          throw schema::KeyError("diloco.fragments", "is " + std::to_string(o.fragments) + ", more than diloco.period = " +
+                                                         std::to_string(o.period) + " (a fragment syncs once per period)");
+        if (o.overlap_steps > o.period)
+          throw schema::KeyError("diloco.overlap_steps", "is " + std::to_string(o.overlap_steps) + ", more than diloco.period = " +
+                                                             std::to_string(o.period) + " (it must land before it leaves again)");
+      });
   return s;
 }
 
@@ -22,9 +35,14 @@ StrategySpec dilocoSpec() {
   s.make = [](const StrategyContext& ctx, const std::any& options, const StrategyRun&) {
     return makeDilocoStrategy(ctx, std::any_cast<const DilocoOptions&>(options));
   };
-  // The outer state only fits the same period (the outer hyper-parameters may change on resume).
+  // The outer state fits the same period, groups, fragments and overlap (the outer hyper-parameters
+  // and mix may change on resume).
   s.resume_key = [](const std::any& options, int) {
-    return "diloco/" + std::to_string(std::any_cast<const DilocoOptions&>(options).period);
+    const auto& d = std::any_cast<const DilocoOptions&>(options);
+    std::string key = "diloco/" + std::to_string(d.period);
+    if (d.scope != "world" || d.fragments != 1 || d.overlap_steps != 0)
+      key += "/" + d.scope + "/" + std::to_string(d.fragments) + "/" + std::to_string(d.overlap_steps);
+    return key;
   };
   return s;
 }

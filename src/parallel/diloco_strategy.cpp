@@ -1,6 +1,9 @@
 // `strategy.name = "diloco"` (contract in diloco.h).
-#include <chrono>
+#include <algorithm>
 
+#include "diloco_outer.h"
+#include "diloco_plan.h"
+#include "diloco_scope.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/parallel/diloco.h"
 #include "timed_comm.h"
@@ -11,53 +14,88 @@ void validateDilocoOptions(const DilocoOptions& o) { dilocoSection().validate(o)
 
 namespace {
 
+std::vector<int64_t> numelsOf(const std::vector<torch::Tensor>& ts) {
+  std::vector<int64_t> n;
+  for (const auto& t : ts) n.push_back(t.numel());
+  return n;
+}
 
 class DilocoStrategy : public Strategy {
  public:
   DilocoStrategy(const StrategyContext& ctx, const DilocoOptions& o)
-      : model_(ctx.model), o_(o), trace_(ctx.trace) {
+      : model_(ctx.model), o_(o), trace_(ctx.trace), groups_(makeDilocoGroups(*ctx.world, o.scope)) {
     validateDilocoOptions(o_);
-    comm_ = ctx.world->split(0, ctx.world->rank());
-    broadcastModel(*comm_, *model_);
-    hook_ = ctx.hooks ? ctx.hooks() : nullptr;
-    if (!hook_) hook_ = std::make_shared<AllreduceHook>();
+    broadcastModel(*groups_.world, *model_);
+    std::shared_ptr<BucketHook> hook = ctx.hooks ? ctx.hooks() : nullptr;
+    if (!hook) hook = std::make_shared<AllreduceHook>();
     torch::NoGradGuard no_grad;
-    int64_t elems = 0;
+    std::vector<std::string> names;
     for (const auto& p : model_->named_parameters()) {
+      params_.push_back(p.value());
+      names.push_back(p.key());
       anchor_.push_back(p.value().detach().clone());
       momentum_.push_back(torch::zeros_like(p.value()));
-      bucket_.params.push_back(static_cast<int>(bucket_.params.size()));
-      bucket_.offsets.push_back(elems);
-      bucket_.names.push_back(p.key());
-      bucket_.shapes.push_back(p.value().sizes().vec());
-      elems += p.value().numel();
     }
-    bucket_.offsets.push_back(elems);
-    bucket_.flat = torch::zeros({elems}, torch::kFloat32);
+    for (auto& b : model_->buffers())
+      if (b.scalar_type() == torch::kFloat32) buffers_.push_back(b);
+    plan_ = planFragments(numelsOf(params_), static_cast<int>(o_.fragments), groups_.group_size);
+    last_merge_.assign(plan_.fragments.size(), 0);
+    lands_.assign(plan_.fragments.size(), -1);
+    exchanges_ = std::make_unique<OuterExchanges>(groups_, plan_, params_, names, hook, trace_);
+    hook_view_ = std::make_unique<DrainedHook>(*exchanges_);
+    if (groups_.group_ddp) {
+      DdpOptions d = ctx.ddp;
+      d.broadcast_initial = false;  // the world's broadcast made every rank equal
+      d.split_comm = false;
+      ddp_ = std::make_unique<DataParallel>(groups_.group_ddp, model_, d, nullptr, trace_);
+    }
   }
 
   std::string beginStep(int64_t) override { return "local"; }
   std::vector<nlohmann::json> takeEvents() override { return std::exchange(events_, {}); }
   torch::Tensor forward(const torch::Tensor& x) override { return model_->forward(x); }
-  void setSync(bool) override {}  // inner steps never communicate
-  void afterBackward() override {}
+  // Inner steps communicate only inside a group (DDP over the node or site).
+  void setSync(bool sync) override {
+    if (ddp_) ddp_->setSync(sync);
+  }
+  void afterBackward() override {
+    if (ddp_) ddp_->finish();
+  }
 
+  // Landings due now merge first, then the fragments due launch (inline when overlap_steps = 0).
   void afterOptimizerStep(int64_t step) override {
     step_ = step + 1;
-    if (step_ % o_.period == 0) outerStep();
+    for (size_t f = 0; f < lands_.size(); ++f)
+      if (lands_[f] == step_) merge(static_cast<int>(f), o_.mix);
+    for (int f = 0; f < fragments(); ++f)
+      if (fragmentDue(step_, f, fragments(), o_.period)) launch(f);
   }
 
   void beforeEval() override {}
   nlohmann::json evalFields() const override { return {{"steps_since_outer", sinceOuter()}}; }
+
+  // Every exchange in flight lands into θ (the local weights keep their steps since it left),
+  // then each fragment whose weights are not θ syncs once more, inline, and every rank holds θ.
   bool finish(int64_t step) override {
     step_ = step;
-    if (sinceOuter() == 0) return false;
-    outerStep();
-    events_.push_back({{"type", "diloco"}, {"event", "final-outer-step"}, {"step", step}});
-    return true;
+    bool changed = false;
+    exchanges_->drain();  // the communication thread idles: the syncs below run on this one
+    for (int f = 0; f < fragments(); ++f) {
+      const bool in_flight = exchanges_->inFlight(f);
+      if (in_flight) outerUpdate(f, exchanges_->land(f));
+      if (!in_flight && last_merge_[f] == step_ && o_.mix == 0) continue;
+      exchanges_->launch(f, anchor_, params_, buffers_, false);
+      merge(f, 0.0);
+      changed = true;
+    }
+    if (changed) events_.push_back({{"type", "diloco"}, {"event", "final-outer-step"}, {"step", step}});
+    return changed;
   }
 
+  // θ, the momentum and the schedule; an exchange in flight is saved as its landed result (every
+  // rank waits for it here), so a resume merges it at the same step as the uninterrupted run.
   std::function<void(torch::serialize::OutputArchive&)> stateWriter() override {
+    exchanges_->drain();
     return [this](torch::serialize::OutputArchive& ar) {
       ar.write("step", torch::tensor(step_, torch::kInt64));
       ar.write("outer_steps", torch::tensor(outer_steps_, torch::kInt64));
@@ -65,81 +103,146 @@ class DilocoStrategy : public Strategy {
         ar.write("anchor." + std::to_string(i), anchor_[i]);
         ar.write("momentum." + std::to_string(i), momentum_[i]);
       }
+      ar.write("last_merge", torch::tensor(last_merge_, torch::kInt64));
+      ar.write("lands", torch::tensor(lands_, torch::kInt64));
+      for (int f = 0; f < fragments(); ++f)
+        if (exchanges_->inFlight(f)) ar.write("in_flight." + std::to_string(f), exchanges_->pendingFlat(f));
     };
   }
   std::function<void(torch::serialize::InputArchive&)> stateReader() override {
-    return [this](torch::serialize::InputArchive& ar) {
-      auto read = [&ar](const std::string& key) {
-        torch::Tensor t;  // a fresh tensor per key: read() re-points it at the stored storage
-        ar.read(key, t);
-        return t;
-      };
-      step_ = read("step").item<int64_t>();
-      outer_steps_ = read("outer_steps").item<int64_t>();
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < anchor_.size(); ++i) {
-        for (auto* dst : {&anchor_[i], &momentum_[i]}) {
-          const auto t = read((dst == &anchor_[i] ? "anchor." : "momentum.") + std::to_string(i));
-          if (!t.sizes().equals(dst->sizes()))
-            throw DataError("DiLoCo checkpoint state: tensor " + std::to_string(i) + " has another shape than the model's");
-          dst->copy_(t);
-        }
-      }
-    };
+    return [this](torch::serialize::InputArchive& ar) { readState(ar); };
   }
 
-  BucketHook* hook() override { return hook_.get(); }
-  comm::Communicator* replicas() override { return sinceOuter() == 0 ? comm_.get() : nullptr; }
-  DdpStats stats() const override { return DdpStats{outer_s_, outer_s_, outer_steps_}; }
-  size_t buckets() const override { return 1; }
+  BucketHook* hook() override { return hook_view_.get(); }
+  // The members of a group always agree (inner DDP, shared outer results); the whole world right
+  // after a blocking outer step of every fragment.
+  comm::Communicator* replicas() override {
+    bool world = o_.mix == 0;
+    for (int f = 0; f < fragments(); ++f) world = world && !exchanges_->inFlight(f) && last_merge_[f] == step_;
+    if (world) return groups_.world.get();
+    return groups_.group ? groups_.group_ddp.get() : nullptr;
+  }
+  DdpStats stats() const override {
+    DdpStats s{exchanges_->commSeconds(), exchanges_->waitSeconds(), outer_steps_};
+    if (ddp_) {
+      const auto d = ddp_->stats();
+      s.comm_s += d.comm_s, s.wait_s += d.wait_s, s.buckets += d.buckets;
+    }
+    return s;
+  }
+  size_t buckets() const override { return ddp_ ? ddp_->buckets().size() : 0; }
+  int64_t bufferBytes() const override { return ddp_ ? ddp_->bufferBytes() : 0; }
   nlohmann::json stepFields() const override {
-    return {{"outer_steps", outer_steps_}, {"steps_since_outer", sinceOuter()}};
+    int in_flight = 0;
+    for (int f = 0; f < fragments(); ++f) in_flight += exchanges_->inFlight(f);
+    return {{"outer_steps", outer_steps_}, {"steps_since_outer", sinceOuter()}, {"outer_in_flight", in_flight}};
   }
   nlohmann::json summary() const override {
+    std::vector<int64_t> sizes;
+    for (const auto& fr : plan_.fragments) {
+      int64_t n = 0;
+      for (int p : fr) n += params_[p].numel();
+      sizes.push_back(n);
+    }
     return {{"period", o_.period}, {"outer_lr", o_.outer_lr}, {"outer_momentum", o_.outer_momentum},
-            {"nesterov", o_.nesterov}, {"outer_steps", outer_steps_}, {"pseudo_gradient_hook", hook_->name()},
-            {"outer_s", outer_s_}};
+            {"nesterov", o_.nesterov}, {"scope", o_.scope}, {"groups", groups_.groups},
+            {"group_size", groups_.group_size}, {"fragments", o_.fragments}, {"fragment_elems", sizes},
+            {"overlap_steps", o_.overlap_steps}, {"mix", o_.mix}, {"outer_steps", outer_steps_},
+            {"pseudo_gradient_hook", hook_view_->name()}, {"outer_s", exchanges_->commSeconds()},
+            {"outer_wait_s", exchanges_->waitSeconds()}};
   }
 
  private:
-  int64_t sinceOuter() const { return step_ % o_.period; }
+  int fragments() const { return static_cast<int>(plan_.fragments.size()); }
+  int64_t sinceOuter() const { return step_ - *std::max_element(last_merge_.begin(), last_merge_.end()); }
 
-  // Δ_r = θ − θ_r through the hook (average over the ranks), then the outer SGD step; every rank
-  // computes the same θ from the same averaged Δ.
-  void outerStep() {
-    CommTimer timer(trace_, "outer-step", outer_s_);
+  void launch(int f) {
+    const bool background = o_.overlap_steps > 0;
+    exchanges_->launch(f, anchor_, params_, buffers_, background);
+    if (background) {
+      lands_[f] = step_ + o_.overlap_steps;
+    } else {
+      merge(f, o_.mix);
+    }
+  }
+
+  // The outer SGD step on fragment f's θ from the average of Δ (the same on every rank).
+  void outerUpdate(int f, const OuterExchanges::Landed& got) {
     torch::NoGradGuard no_grad;
-    const auto params = model_->parameters();
-    for (size_t i = 0; i < params.size(); ++i)
-      bucket_.flat.narrow(0, bucket_.offsets[i], params[i].numel()).copy_((anchor_[i] - params[i]).reshape({-1}));
-    {
-      PhaseGuard phase(*comm_, "outer");
-      hook_->run(*comm_, bucket_);
-      std::vector<torch::Tensor> buffers;
-      for (auto& b : model_->buffers())
-        if (b.scalar_type() == torch::kFloat32) buffers.push_back(b);
-      reduceTensors(*comm_, buffers, comm::ReduceOp::avg);
-    }
     const double mu = o_.outer_momentum;
-    for (size_t i = 0; i < params.size(); ++i) {
-      const auto delta = bucket_.flat.narrow(0, bucket_.offsets[i], params[i].numel()).view(params[i].sizes());
-      momentum_[i].mul_(mu).add_(delta);
-      const auto update = o_.nesterov ? delta + mu * momentum_[i] : momentum_[i];
-      anchor_[i].sub_(o_.outer_lr * update);
-      params[i].copy_(anchor_[i]);
+    for (size_t k = 0; k < plan_.fragments[f].size(); ++k) {
+      const int p = plan_.fragments[f][k];
+      const auto& delta = got.delta[k];
+      momentum_[p].mul_(mu).add_(delta);
+      const auto update = o_.nesterov ? delta + mu * momentum_[p] : momentum_[p];
+      anchor_[p].sub_(o_.outer_lr * update);
     }
+    for (size_t b = 0; b < got.buffers.size(); ++b) buffers_[b].copy_(got.buffers[b]);
+    lands_[f] = -1;
     ++outer_steps_;
+  }
+
+  // Lands f, steps θ, and moves the local weights to mix·local + (1 − mix)·θ.
+  void merge(int f, double mix) {
+    outerUpdate(f, exchanges_->land(f));
+    torch::NoGradGuard no_grad;
+    for (int p : plan_.fragments[f]) {
+      if (mix == 0) {
+        params_[p].copy_(anchor_[p]);
+      } else {
+        params_[p].mul_(mix).add_(anchor_[p], 1 - mix);
+      }
+    }
+    last_merge_[f] = step_;
+  }
+
+  void readState(torch::serialize::InputArchive& ar) {
+    auto read = [&ar](const std::string& key) {
+      torch::Tensor t;  // a fresh tensor per key: read() re-points it at the stored storage
+      if (!ar.try_read(key, t)) throw DataError("DiLoCo checkpoint state has no '" + key + "'");
+      return t;
+    };
+    step_ = read("step").item<int64_t>();
+    outer_steps_ = read("outer_steps").item<int64_t>();
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < anchor_.size(); ++i) {
+      for (auto* dst : {&anchor_[i], &momentum_[i]}) {
+        const auto t = read((dst == &anchor_[i] ? "anchor." : "momentum.") + std::to_string(i));
+        if (!t.sizes().equals(dst->sizes()))
+          throw DataError("DiLoCo checkpoint state: tensor " + std::to_string(i) + " has another shape than the model's");
+        dst->copy_(t);
+      }
+    }
+    torch::Tensor last, lands;
+    if (!ar.try_read("last_merge", last)) {  // written before streaming: one fragment, nothing in flight
+      last = torch::tensor(std::vector<int64_t>{step_ - step_ % o_.period}, torch::kInt64);
+      lands = torch::tensor(std::vector<int64_t>{-1}, torch::kInt64);
+    } else {
+      lands = read("lands");
+    }
+    last = last.contiguous(), lands = lands.contiguous();
+    if (last.numel() != fragments() || lands.numel() != fragments())
+      throw DataError("DiLoCo checkpoint state: " + std::to_string(last.numel()) + " fragments, the run has " +
+                      std::to_string(fragments()));
+    for (int f = 0; f < fragments(); ++f) {
+      last_merge_[f] = last[f].item<int64_t>();
+      lands_[f] = lands[f].item<int64_t>();
+      if (lands_[f] >= 0) exchanges_->restorePending(f, read("in_flight." + std::to_string(f)), f == 0 ? buffers_ : std::vector<torch::Tensor>{});
+    }
   }
 
   std::shared_ptr<nn::Model> model_;
   DilocoOptions o_;
   Trace* trace_;
-  std::shared_ptr<comm::Communicator> comm_;
-  std::shared_ptr<BucketHook> hook_;
-  std::vector<torch::Tensor> anchor_, momentum_;
-  GradBucket bucket_;
+  DilocoGroups groups_;
+  DilocoPlan plan_;
+  std::vector<torch::Tensor> params_, anchor_, momentum_, buffers_;
+  std::unique_ptr<DataParallel> ddp_;
+  std::unique_ptr<OuterExchanges> exchanges_;
+  std::unique_ptr<DrainedHook> hook_view_;
+  std::vector<int64_t> last_merge_;  // per fragment: steps done when it last merged
+  std::vector<int64_t> lands_;       // per fragment: the step its exchange in flight merges at; -1 none
   int64_t step_ = 0, outer_steps_ = 0;
-  double outer_s_ = 0;
   std::vector<nlohmann::json> events_;
 };
 

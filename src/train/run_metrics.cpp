@@ -59,7 +59,8 @@ void TrainingRun::logStep(const std::string& phase) {
     nlohmann::json rec = {{"type", "step"}, {"step", step_}, {"epoch", loader_->position().epoch + 1},
                           {"loss", win_.loss / win_.steps}, {"lr", last_lr_}, {"samples_per_s", sps},
                           {"compute_s", win_.compute / win_.steps}, {"comm_s", strategy_->stats().comm_s},
-                          {"wait_s", (win_.time - win_.compute) / win_.steps}, {"bytes_sent", sent},
+                          {"wait_s", (win_.time - win_.compute) / win_.steps},
+                          {"compute_utilization", win_.compute / std::max(win_.time, 1e-9)}, {"bytes_sent", sent},
                           {"bytes_recv", recv}, {"bytes_by_phase", phasesJson(snap)},
                           {"compression_ratio", compressionRatio()}, {"time_s", since(t_start_)},
                           {"phase", phase}, {"phases", win_.phases}};

@@ -90,6 +90,7 @@ void TrainingRun::trainStep() {
   ++step_;
   const double dt = since(t0), waited = strategy_->stats().wait_s - wait_before;
   win_.loss += step_loss, win_.time += dt, win_.compute += dt - waited, total_compute_ += dt - waited;
+  total_step_s_ += dt;
   ++win_.steps;
   if (step_ % cfg_.logging.log_every == 0 || step_ == total_) logStep(phase);
 }

@@ -117,7 +117,7 @@ class TrainingRun {
   Eval last_eval_;
   int64_t last_eval_step_ = -1, step_ = 0;
   Window win_;
-  double total_compute_ = 0, last_lr_ = 0;
+  double total_compute_ = 0, total_step_s_ = 0, last_lr_ = 0;
   int64_t peak_activation_bytes_ = 0;  // the largest heap growth over a forward (no pipeline)
   nlohmann::json memory_;
 };

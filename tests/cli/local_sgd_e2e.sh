@@ -4,8 +4,9 @@
 # (stated tolerance 1e-6; the average of linear updates is computed in another order), with
 # period 4 it is far from it; post-local SGD sends gradients first and averages after; the final
 # model_state.pt loads in Python; DiLoCo with outer_lr 1 and no momentum equals local SGD with
-# the same period (tolerance 1e-5), and with the paper's outer Nesterov step and a top-k codec on
-# the pseudo-gradient it learns while sending less; a bad key fails on every rank naming it.
+# the same period (tolerance 1e-5) and, with period 1, DDP (tolerance 1e-6); with the paper's
+# outer Nesterov step and a top-k codec on the pseudo-gradient it learns while sending less; a
+# bad key fails on every rank naming it.
 set -euo pipefail
 LOWCOMM=$1
 tmp=$(mktemp -d)
@@ -25,10 +26,11 @@ run h4 --set strategy.name=local_sgd --set local_sgd.period=4
 run post --set strategy.name=local_sgd --set local_sgd.period=4 --set local_sgd.start_step=10
 run diloco_plain --set strategy.name=diloco --set diloco.period=4 --set diloco.outer_lr=1 --set diloco.outer_momentum=0
 run diloco_topk --set strategy.name=diloco --set diloco.period=4 --set compress.codec=topk
+run diloco_p1 --set strategy.name=diloco --set diloco.period=1 --set diloco.outer_lr=1 --set diloco.outer_momentum=0
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys, torch
 tmp = sys.argv[1]
-state = {k: torch.load(f"{tmp}/run_{k}/model_state.pt") for k in ("ddp", "h1", "h4", "diloco_plain")}
+state = {k: torch.load(f"{tmp}/run_{k}/model_state.pt") for k in ("ddp", "h1", "h4", "diloco_plain", "diloco_p1")}
 def diff(a, b):
     return max((state[a][n] - state[b][n]).abs().max().item() for n in state[a])
 d1, d4 = diff("ddp", "h1"), diff("ddp", "h4")
@@ -38,6 +40,9 @@ assert d4 > 1e-4, f"period 4 follows DDP too closely to show anything: {d4}"
 dd = diff("h4", "diloco_plain")
 print(f"max |diloco(outer_lr 1, momentum 0) - local SGD(4)| = {dd:.3g}")
 assert dd < 1e-5, f"DiLoCo with outer_lr 1 and no momentum does not follow local SGD: {dd}"
+dp1 = diff("ddp", "diloco_p1")
+print(f"max |diloco(period 1, outer_lr 1, momentum 0) - DDP| = {dp1:.3g}")
+assert dp1 < 1e-6, f"DiLoCo with period 1, outer_lr 1 and no momentum does not follow DDP: {dp1}"
 s = {k: json.load(open(f"{tmp}/{k}.json")) for k in ("ddp", "h1", "h4", "post")}
 assert s["h1"]["local_sgd"]["averages"] == 30 and s["h4"]["local_sgd"]["averages"] == 8, (s["h1"]["local_sgd"], s["h4"]["local_sgd"])
 # No gradient crosses the wire in pure local SGD; averages do, 1/4 as often with period 4.

@@ -116,7 +116,11 @@ TEST_P(DilocoResume, FromMidPeriodContinuesExactly) {
 INSTANTIATE_TEST_SUITE_P(Modes, DilocoResume,
                          ::testing::Values(DilocoResumeCase{"nesterov", {}},
                                            DilocoResumeCase{"topk_pseudo_gradient", {"compress.codec=topk"}},
-                                           DilocoResumeCase{"plain_momentum", {"diloco.nesterov=false"}}),
+                                           DilocoResumeCase{"plain_momentum", {"diloco.nesterov=false"}},
+                                           // fragment 1 leaves after step 6 and lands after 7
+                                           DilocoResumeCase{"streaming_in_flight", {"diloco.fragments=2", "diloco.overlap_steps=1"}},
+                                           DilocoResumeCase{"streaming_mixed_int8", {"diloco.fragments=2", "diloco.overlap_steps=2",
+                                                                                     "diloco.mix=0.5", "compress.codec=int8"}}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(DilocoTrainer, ConfigErrorsNameTheKey) {

@@ -15,8 +15,11 @@
 namespace lowcomm::test {
 
 // Each rank's error message ("" = none); a MismatchError's starts with "MismatchError: ".
+// `sites`: the site each rank declares (CommOptions::site), as if on machines of their own: no
+// shared memory, so bytes between sites travel (and are counted) as TCP; empty = none.
 inline std::vector<std::string> onRankThreads(
-    int n, const std::function<void(int, std::shared_ptr<comm::Communicator>)>& fn, int timeout_s = 60) {
+    int n, const std::function<void(int, std::shared_ptr<comm::Communicator>)>& fn, int timeout_s = 60,
+    const std::vector<int>& sites = {}) {
   auto store = std::make_shared<net::MemoryStore>();
   std::vector<std::string> errors(n);
   std::vector<std::thread> threads;
@@ -27,6 +30,7 @@ inline std::vector<std::string> onRankThreads(
         t.address = "127.0.0.1";
         comm::CommOptions co;
         co.timeout = std::chrono::seconds(timeout_s);
+        if (!sites.empty()) co.site = sites[r], co.shm = comm::ShmMode::off;
         fn(r, comm::Communicator::create(store, r, n, co, t));
       } catch (const MismatchError& e) {
         errors[r] = std::string("MismatchError: ") + e.what();

@@ -18,11 +18,12 @@
 
 namespace lowcomm::test {
 
-// Runs the trainer on `n` ranks as threads; returns rank 0's summary, or throws naming the first
-// rank that failed.
-inline nlohmann::json trainOnThreads(int n, const train::TrainConfig& c, const train::TrainOptions& o) {
+// Runs the trainer on `n` ranks as threads (declaring `sites`, if given); returns rank 0's
+// summary, or throws naming the first rank that failed.
+inline nlohmann::json trainOnThreads(int n, const train::TrainConfig& c, const train::TrainOptions& o,
+                                     const std::vector<int>& sites = {}) {
   std::vector<nlohmann::json> out(n);
-  const auto errors = onRankThreads(n, [&](int r, auto world) { out[r] = train::runTraining(c, world, o); });
+  const auto errors = onRankThreads(n, [&](int r, auto world) { out[r] = train::runTraining(c, world, o); }, 60, sites);
   for (int r = 0; r < n; ++r)
     if (!errors[r].empty()) throw std::runtime_error("rank " + std::to_string(r) + ": " + errors[r]);
   return out[0];

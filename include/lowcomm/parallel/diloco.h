@@ -6,15 +6,31 @@
 // The inner optimizer's state stays on each rank (as in the paper); floating-point buffers
 // (BatchNorm statistics) are averaged at every outer step.
 //
+// - Scope (`scope`): "world" makes every rank its own replica; "site" and "node" make the ranks
+//   of each site (LOWCOMM_SITE) or node one replica group, kept identical by a DDP of its own
+//   (plain allreduce, every inner step), and the outer method runs across the groups. Each member
+//   of a group carries about 1/group_size of the pseudo-gradient to the members with its index in
+//   the other groups, then the group shares the results, so bytes between groups leave once per
+//   group (src/parallel/diloco_scope.h).
+// - Streaming (Douillard et al. 2025, "Streaming DiLoCo with overlapping communication"): the
+//   parameters form `fragments` contiguous runs of about equal size (src/parallel/diloco_plan.h);
+//   fragment f syncs after inner steps f·period/P + k·period, so each sync moves about 1/P of the
+//   model. With `overlap_steps` τ > 0 its exchange runs on a communication thread while τ more
+//   inner steps compute, and lands after them: θ_f takes the outer step, and the local weights
+//   become mix·local + (1 − mix)·θ_f (mix 0: θ_f; the paper's α, 0.5 in its overlapped runs).
+//   With τ = 0 a fragment merges at once; with one fragment and τ = 0 this is DiLoCo as above.
 // - The pseudo-gradient goes through the gradient hook ([compress]: any codec with its
-//   error-feedback memory, PowerSGD, auto) as one bucket holding every parameter, so its
-//   payload and compression ratio are counted like a gradient's; traffic phase "outer".
+//   error-feedback memory, PowerSGD, auto), one bucket per fragment (bucket index = fragment),
+//   so its payload and compression ratio are counted like a gradient's; traffic phase "outer".
+//   The inner DDP of a group sends plain gradients (phase "grad").
 // - With outer_lr 1 and momentum 0 the outer step is θ − average(θ − θ_r) = average(θ_r): local
 //   SGD with the same period, up to float rounding.
-// - An outer step follows optimizer step s (0-based) when s + 1 is a multiple of `period`; a
-//   partial last period gets one more at the end, so every rank holds θ. θ, m and the step
-//   count are the strategy's checkpoint section (each rank's inner weights and optimizer state
-//   are in its own checkpoint), so a resume mid-period continues bit for bit.
+// - An exchange leaves after optimizer step s (0-based) when s + 1 is due for its fragment;
+//   landings due at a step merge before launches. At the end every exchange in flight lands into
+//   θ (the local weights keep their later steps), and each fragment whose weights are not θ syncs
+//   once more, blocking, so every rank holds θ. θ, m, the schedule and any exchange in flight (as
+//   its landed result) are the strategy's checkpoint section (each rank's inner weights and
+//   optimizer state are in its own checkpoint), so a resume mid-period continues bit for bit.
 #pragma once
 
 #include <memory>
@@ -29,6 +45,10 @@ struct DilocoOptions {
   double outer_lr = 0.7;        // the paper's
   double outer_momentum = 0.9;  // in [0, 1)
   bool nesterov = true;
+  std::string scope = "world";  // world | site | node: the replica groups
+  int64_t fragments = 1;        // P, 1..period (and at most the parameter tensors)
+  int64_t overlap_steps = 0;    // τ, 0..period: inner steps an exchange overlaps
+  double mix = 0;               // weight of the local weights when a fragment lands, [0, 1)
 };
 
 // Throws ConfigError naming the `diloco.*` key.
