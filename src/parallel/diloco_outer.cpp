@@ -61,13 +61,16 @@ void OuterExchanges::launch(int f, const std::vector<torch::Tensor>& anchor, con
     for (const auto& b : buffers) fr.buffers.push_back(b.detach().clone());
   fr.pending = true;
   auto done = std::make_shared<std::promise<void>>();
-  fr.done = done->get_future();
+  fr.done = done->get_future().share();
+  // A failure reaches the future and the thread, which then skips the exchanges queued behind
+  // it (their promises break): none of them runs on a communicator that already failed.
   auto task = [this, &fr, done, background] {
     try {
-      exchange(fr, background ? 2 : 1);
+      exchange(fr, background ? 3 : 1);
       done->set_value();
     } catch (...) {
       done->set_exception(std::current_exception());
+      if (background) throw;
     }
   };
   if (!background) {
@@ -76,7 +79,7 @@ void OuterExchanges::launch(int f, const std::vector<torch::Tensor>& anchor, con
     addSeconds(wait_s_, since(t0));
     return;
   }
-  if (!thread_) thread_ = std::make_unique<CommThread>(2);
+  if (!thread_) thread_ = std::make_unique<CommThread>(3);
   thread_->submit(std::move(task));
 }
 
@@ -103,7 +106,10 @@ void OuterExchanges::exchange(Fragment& fr, int lane) {
   if (!fr.buffers.empty()) {
     PhaseGuard phase(*groups_.cross, "outer");
     reduceTensors(*groups_.cross, fr.buffers, comm::ReduceOp::avg);
-    if (groups_.group) reduceTensors(*groups_.group, fr.buffers, comm::ReduceOp::avg);
+    if (groups_.group) {
+      PhaseGuard group_phase(*groups_.group, "outer");
+      reduceTensors(*groups_.group, fr.buffers, comm::ReduceOp::avg);
+    }
   }
   const double ratio = hook_->compressionRatio();
   std::lock_guard<std::mutex> lock(stats_mu_);
@@ -115,7 +121,7 @@ OuterExchanges::Landed OuterExchanges::land(int f) {
   auto& fr = frags_[f];
   LC_ENFORCE(fr.pending, "fragment ", f, " lands without an exchange in flight");
   {
-    TraceScope span(trace_, "outer-wait", "comm", 1);
+    TraceScope span(trace_, "outer-wait", "comm", 0);
     const auto t0 = std::chrono::steady_clock::now();
     fr.pending = false;
     fr.done.get();
@@ -130,9 +136,9 @@ OuterExchanges::Landed OuterExchanges::land(int f) {
 
 void OuterExchanges::drain() {
   for (auto& fr : frags_)
-    if (fr.pending && fr.done.valid()) {
+    if (fr.pending) {
       const auto t0 = std::chrono::steady_clock::now();
-      fr.done.wait();  // land() rethrows a failure
+      fr.done.get();  // a failed exchange must never be saved as a result
       addSeconds(wait_s_, since(t0));
     }
 }
@@ -140,7 +146,7 @@ void OuterExchanges::drain() {
 torch::Tensor OuterExchanges::pendingFlat(int f) {
   auto& fr = frags_[f];
   LC_ENFORCE(fr.pending, "fragment ", f, " has no exchange in flight");
-  fr.done.wait();
+  fr.done.get();
   std::vector<torch::Tensor> parts = {fr.full};
   for (const auto& b : fr.buffers) parts.push_back(b.reshape({-1}));
   return torch::cat(parts);
@@ -163,7 +169,7 @@ void OuterExchanges::restorePending(int f, const torch::Tensor& flat, const std:
   }
   std::promise<void> ready;
   ready.set_value();
-  fr.done = ready.get_future();
+  fr.done = ready.get_future().share();
   fr.pending = true;
 }
 

@@ -2,9 +2,10 @@
 // Δ = anchor − local of the parameters this member carries goes through the outer hook over the
 // cross communicator (one bucket per fragment, bucket index = fragment, so a codec keeps its
 // error feedback per fragment), the group then shares what each member brought back, and with
-// fragment 0 the float buffers are averaged over every rank. An exchange runs inline or on a
-// communication thread of its own (timeline lane 2), whose result the strategy waits for when it
-// merges. Fragments' exchanges run in launch order, the same on every rank.
+// fragment 0 the float buffers are averaged over every rank. An exchange runs inline (timeline
+// lane 1) or on a communication thread of its own (lane 3), whose result the strategy waits for
+// when it merges ("outer-wait", lane 0). Fragments' exchanges run in launch order, the same on
+// every rank; after one fails the later ones are skipped (their land() throws at once).
 #pragma once
 
 #include <torch/torch.h>
@@ -43,8 +44,8 @@ class OuterExchanges {
     std::vector<torch::Tensor> buffers;
   };
   Landed land(int f);
-  // Blocks until every exchange in flight has landed, keeping their results for land(). The
-  // hook's state and ratio are then stable (checkpoints, summaries).
+  // Blocks until every exchange in flight has landed, keeping their results for land(), and
+  // rethrows the first failure. The hook's state and ratio are then stable (checkpoints).
   void drain();
   // Fragment f's landed (drained) result as one flat tensor (Δ then buffers), and the reverse
   // for a resume: a fragment restored this way is in flight and lands at once.
@@ -64,7 +65,7 @@ class OuterExchanges {
     std::vector<std::vector<int64_t>> shapes;
     torch::Tensor full;               // the fragment's averaged Δ
     std::vector<torch::Tensor> buffers;
-    std::future<void> done;
+    std::shared_future<void> done;
     bool pending = false;             // launched, not landed yet
   };
   void exchange(Fragment& fr, int lane);

@@ -14,15 +14,15 @@ schema::Section<DilocoOptions> dilocoSection() {
       .choice("scope", &O::scope, {"world", "site", "node"},
               "replica groups: every rank (world), or the ranks of a site or node kept equal by an inner DDP")
       .integer("fragments", &O::fragments, 1, 65536, "streaming: parameter fragments synced on a staggered schedule")
-      .integer("overlap_steps", &O::overlap_steps, 0, 2147483647, "streaming: inner steps a fragment's exchange overlaps")
+      .integer("overlap_steps", &O::overlap_steps, 0, 2147483647, "streaming: inner steps a fragment's exchange overlaps (< period)")
       .number("mix", &O::mix, schema::Range::halfOpen(0, 1), "streaming: weight of the local weights when a fragment lands")
       .check([](const O& o) {
         if (o.fragments > o.period)
           throw schema::KeyError("diloco.fragments", "is " + std::to_string(o.fragments) + ", more than diloco.period = " +
                                                          std::to_string(o.period) + " (a fragment syncs once per period)");
-        if (o.overlap_steps > o.period)
-          throw schema::KeyError("diloco.overlap_steps", "is " + std::to_string(o.overlap_steps) + ", more than diloco.period = " +
-                                                             std::to_string(o.period) + " (it must land before it leaves again)");
+        if (o.overlap_steps > 0 && o.overlap_steps >= o.period)
+          throw schema::KeyError("diloco.overlap_steps", "is " + std::to_string(o.overlap_steps) + ", not below diloco.period = " +
+                                                             std::to_string(o.period) + " (an exchange must land before its fragment leaves again)");
       });
   return s;
 }

@@ -44,9 +44,10 @@ void TrainingRun::saveAt(int64_t step) {
   st.elapsed_s = since(t_start_);
   st.grid = gridRecord(grid_);
   if (shard_) for (int b : shard_->boundaries()) st.stage_bounds.push_back(b);
+  auto writer = strategy_->stateWriter();  // first: it may wait for communication in flight, whose bytes count
   std::tie(st.bytes_sent, st.bytes_recv) = bytes();
   saveCheckpoint(checkpointFile(ckpt_dir_.string(), step, rank_), *model_, *optimizer_, st, strategy_->hook(),
-                 strategy_->stateWriter());
+                 std::move(writer));
   world_->barrier();  // every rank's file is complete before `latest` names it
   if (rank_ == 0) writeLatest(ckpt_dir_.string(), step, opts_.job_id);
   if (jsonl_) jsonl_->write({{"type", "checkpoint"}, {"step", step}, {"time_s", since(t_start_)}});

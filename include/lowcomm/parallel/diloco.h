@@ -17,7 +17,9 @@
 //   fragment f syncs after inner steps f·period/P + k·period, so each sync moves about 1/P of the
 //   model. With `overlap_steps` τ > 0 its exchange runs on a communication thread while τ more
 //   inner steps compute, and lands after them: θ_f takes the outer step, and the local weights
-//   become mix·local + (1 − mix)·θ_f (mix 0: θ_f; the paper's α, 0.5 in its overlapped runs).
+//   become mix·local + (1 − mix)·θ_f (mix 0: θ_f, which drops the τ inner steps the fragment took
+//   since it left; the paper's α, 0.5 in its overlapped runs). Float buffers travel with
+//   fragment 0 and land as their average at its launch (mix does not apply to them).
 //   With τ = 0 a fragment merges at once; with one fragment and τ = 0 this is DiLoCo as above.
 // - The pseudo-gradient goes through the gradient hook ([compress]: any codec with its
 //   error-feedback memory, PowerSGD, auto), one bucket per fragment (bucket index = fragment),
@@ -47,7 +49,7 @@ struct DilocoOptions {
   bool nesterov = true;
   std::string scope = "world";  // world | site | node: the replica groups
   int64_t fragments = 1;        // P, 1..period (and at most the parameter tensors)
-  int64_t overlap_steps = 0;    // τ, 0..period: inner steps an exchange overlaps
+  int64_t overlap_steps = 0;    // τ, 0..period-1: inner steps an exchange overlaps
   double mix = 0;               // weight of the local weights when a fragment lands, [0, 1)
 };
 
