@@ -62,15 +62,19 @@ void OuterExchanges::launch(int f, const std::vector<torch::Tensor>& anchor, con
   fr.pending = true;
   auto done = std::make_shared<std::promise<void>>();
   fr.done = done->get_future().share();
-  // A failure reaches the future and the thread, which then skips the exchanges queued behind
-  // it (their promises break): none of them runs on a communicator that already failed.
+  // After a failure the exchanges queued behind it do not run (the communicator is unusable)
+  // and report the same failure, so whichever the trainer waits for first names the cause.
   auto task = [this, &fr, done, background] {
+    if (const auto failed = failure()) return done->set_exception(failed);
     try {
       exchange(fr, background ? 3 : 1);
       done->set_value();
     } catch (...) {
+      {
+        std::lock_guard<std::mutex> lock(stats_mu_);
+        if (!failed_) failed_ = std::current_exception();
+      }
       done->set_exception(std::current_exception());
-      if (background) throw;
     }
   };
   if (!background) {
@@ -184,6 +188,10 @@ double OuterExchanges::waitSeconds() const {
 double OuterExchanges::ratio() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   return ratio_;
+}
+std::exception_ptr OuterExchanges::failure() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return failed_;
 }
 void OuterExchanges::addSeconds(double& what, double s) {
   std::lock_guard<std::mutex> lock(stats_mu_);

@@ -5,11 +5,12 @@
 // fragment 0 the float buffers are averaged over every rank. An exchange runs inline (timeline
 // lane 1) or on a communication thread of its own (lane 3), whose result the strategy waits for
 // when it merges ("outer-wait", lane 0). Fragments' exchanges run in launch order, the same on
-// every rank; after one fails the later ones are skipped (their land() throws at once).
+// every rank; after one fails the later ones do not run and their land() rethrows its failure.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <exception>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -70,6 +71,7 @@ class OuterExchanges {
   };
   void exchange(Fragment& fr, int lane);
   void addSeconds(double& what, double s);
+  std::exception_ptr failure() const;  // the first exchange's failure, if any
 
   DilocoGroups groups_;
   std::shared_ptr<BucketHook> hook_;
@@ -77,6 +79,7 @@ class OuterExchanges {
   std::vector<Fragment> frags_;
   mutable std::mutex stats_mu_;
   double comm_s_ = 0, wait_s_ = 0, ratio_ = 1.0;
+  std::exception_ptr failed_;
   std::unique_ptr<CommThread> thread_;  // last: joined before the fragments go
 };
 
