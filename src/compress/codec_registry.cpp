@@ -23,6 +23,7 @@ const std::map<std::string, Factory>& registry() {
       {"randomk", makeRandomKCodec},
       {"threshold", makeThresholdCodec},
       {"dgc_topk", makeDgcTopKCodec},
+      {"sparseloco", makeSparseLoCoCodec},
   };
   return r;
 }

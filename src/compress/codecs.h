@@ -19,5 +19,6 @@ std::unique_ptr<Codec> makeTopKCodec(const CodecParams& p);      // exact top-k 
 std::unique_ptr<Codec> makeRandomKCodec(const CodecParams& p);   // shared-seed indices: summable
 std::unique_ptr<Codec> makeThresholdCodec(const CodecParams& p); // |x| > threshold
 std::unique_ptr<Codec> makeDgcTopKCodec(const CodecParams& p);   // sampled threshold (approximate top-k)
+std::unique_ptr<Codec> makeSparseLoCoCodec(const CodecParams& p); // chunked top-k, 2-bit values
 
 }  // namespace lowcomm::compress

@@ -49,7 +49,8 @@ schema::Section<CodecParams> codecParamsSection() {
       .number("threshold", &O::threshold, Range::above(0), "threshold: keep |x| > threshold")
       .integer("block", &O::block, 8, 1 << 30, "int8, qsgd, terngrad: values per scale")
       .number("sample_ratio", &O::sample_ratio, Range::openClosed(0, 1),
-              "dgc: fraction sampled to estimate the top-k threshold");
+              "dgc: fraction sampled to estimate the top-k threshold")
+      .integer("chunk", &O::chunk, 2, 1 << 24, "sparseloco: values per chunk, each keeping ratio of its values");
   return s;
 }
 
@@ -58,7 +59,9 @@ schema::Section<MemoryParams> memoryParamsSection() {
   using schema::Range;
   schema::Section<O> s("compress");
   s.number("momentum", &O::momentum, Range::halfOpen(0, 1), "dgc, momentum memories: the momentum")
-      .number("clip", &O::clip, Range::atLeast(0), "dgc: local gradient L2 clip per bucket; 0 = off");
+      .number("clip", &O::clip, Range::atLeast(0), "dgc: local gradient L2 clip per bucket; 0 = off")
+      .number("decay", &O::decay, Range::openClosed(0, 1),
+              "residual memory: the residual decays by this before each use (SparseLoCo's beta)");
   return s;
 }
 

@@ -22,6 +22,7 @@ const std::map<std::string, Entry>& table() {
       {"efsignsgd", {"scaled_sign", "residual"}}, {"onebit", {"onebit", "residual"}},
       {"topk", {"topk", "residual"}},      {"randomk", {"randomk", "residual"}},
       {"threshold", {"threshold", "residual"}}, {"dgc", {"dgc_topk", "dgc"}},
+      {"sparseloco", {"sparseloco", "residual"}},
       {"powersgd", {"", "residual"}},      {"auto", {"", "default"}},
   };
   return t;

@@ -46,15 +46,23 @@ std::vector<float>& restored(Memory* m, std::map<std::string, std::vector<float>
 
 class ResidualMemory : public Memory {
  public:
+  explicit ResidualMemory(double decay) : decay_(static_cast<float>(decay)) {}
   std::string name() const override { return "residual"; }
   void compensate(int key, float* x, size_t n) override {
     const float* e = restored(this, buffers_, "e", key, n).data();
-    for (size_t i = 0; i < n; ++i) x[i] += e[i];
+    if (decay_ == 1.0f) {
+      for (size_t i = 0; i < n; ++i) x[i] += e[i];
+    } else {
+      for (size_t i = 0; i < n; ++i) x[i] += decay_ * e[i];
+    }
   }
   void update(int key, const float* x, const float* approx, size_t n) override {
     float* e = restored(this, buffers_, "e", key, n).data();
     for (size_t i = 0; i < n; ++i) e[i] = x[i] - approx[i];
   }
+
+ private:
+  float decay_;
 };
 
 class DgcMemory : public Memory {
@@ -116,7 +124,8 @@ std::unique_ptr<Memory> makeMemory(const std::string& name, const MemoryParams& 
     throw ConfigError("compress.momentum must be in [0, 1), got " + std::to_string(p.momentum));
   if (p.clip < 0) throw ConfigError("compress.clip must be >= 0, got " + std::to_string(p.clip));
   if (name == "none") return std::make_unique<NoMemory>();
-  if (name == "residual") return std::make_unique<ResidualMemory>();
+  if (!(p.decay > 0 && p.decay <= 1)) throw ConfigError("compress.decay must be in (0, 1], got " + std::to_string(p.decay));
+  if (name == "residual") return std::make_unique<ResidualMemory>(p.decay);
   if (name == "dgc") return std::make_unique<DgcMemory>(p);
   if (name == "momentum") return std::make_unique<MomentumMemory>(p);
   throw ConfigError("unknown compress.memory '" + name + "' (known: none, residual, dgc, momentum)");

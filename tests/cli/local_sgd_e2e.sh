@@ -4,7 +4,8 @@
 # (stated tolerance 1e-6; the average of linear updates is computed in another order), with
 # period 4 it is far from it; post-local SGD sends gradients first and averages after; the final
 # model_state.pt loads in Python; DiLoCo with outer_lr 1 and no momentum equals local SGD with
-# the same period (tolerance 1e-5) and, with period 1, DDP (tolerance 1e-6); with the paper's
+# the same period (tolerance 1e-5) and, with period 1, DDP (tolerance 1e-6); streaming DiLoCo
+# with top-k or random-k at ratio 1 equals it without a codec bit for bit; with the paper's
 # outer Nesterov step and a top-k codec on the pseudo-gradient it learns while sending less; a
 # bad key fails on every rank naming it.
 set -euo pipefail
@@ -27,10 +28,18 @@ run post --set strategy.name=local_sgd --set local_sgd.period=4 --set local_sgd.
 run diloco_plain --set strategy.name=diloco --set diloco.period=4 --set diloco.outer_lr=1 --set diloco.outer_momentum=0
 run diloco_topk --set strategy.name=diloco --set diloco.period=4 --set compress.codec=topk
 run diloco_p1 --set strategy.name=diloco --set diloco.period=1 --set diloco.outer_lr=1 --set diloco.outer_momentum=0
+# Streaming (2 fragments, an exchange overlapping 1 step, mix 0.5): codecs at ratio 1 send every
+# value, so they must end exactly where no codec ends (error feedback holds zeros).
+streaming=(--set strategy.name=diloco --set diloco.period=4 --set diloco.fragments=2 --set diloco.overlap_steps=1
+           --set diloco.mix=0.5 --set compress.ratio=1)
+run s_none "${streaming[@]}" --set compress.codec=none
+run s_topk "${streaming[@]}" --set compress.codec=topk
+run s_randomk "${streaming[@]}" --set compress.codec=randomk
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys, torch
 tmp = sys.argv[1]
-state = {k: torch.load(f"{tmp}/run_{k}/model_state.pt") for k in ("ddp", "h1", "h4", "diloco_plain", "diloco_p1")}
+state = {k: torch.load(f"{tmp}/run_{k}/model_state.pt")
+         for k in ("ddp", "h1", "h4", "diloco_plain", "diloco_p1", "s_none", "s_topk", "s_randomk")}
 def diff(a, b):
     return max((state[a][n] - state[b][n]).abs().max().item() for n in state[a])
 d1, d4 = diff("ddp", "h1"), diff("ddp", "h4")
@@ -43,6 +52,11 @@ assert dd < 1e-5, f"DiLoCo with outer_lr 1 and no momentum does not follow local
 dp1 = diff("ddp", "diloco_p1")
 print(f"max |diloco(period 1, outer_lr 1, momentum 0) - DDP| = {dp1:.3g}")
 assert dp1 < 1e-6, f"DiLoCo with period 1, outer_lr 1 and no momentum does not follow DDP: {dp1}"
+for codec in ("topk", "randomk"):
+    d = diff("s_none", "s_" + codec)
+    print(f"max |streaming diloco with {codec} at ratio 1 - without a codec| = {d:.3g}")
+    assert d == 0, f"{codec} at ratio 1 changes streaming DiLoCo's result: {d}"
+    assert json.load(open(f"{tmp}/s_{codec}.json"))["diloco"]["pseudo_gradient_hook"] == codec
 s = {k: json.load(open(f"{tmp}/{k}.json")) for k in ("ddp", "h1", "h4", "post")}
 assert s["h1"]["local_sgd"]["averages"] == 30 and s["h4"]["local_sgd"]["averages"] == 8, (s["h1"]["local_sgd"], s["h4"]["local_sgd"])
 # No gradient crosses the wire in pure local SGD; averages do, 1/4 as often with period 4.

@@ -27,6 +27,22 @@ TEST(Memory, ResidualKeepsWhatWasNotSent) {
   for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(sent[i] + e[i], 0.5f + old_e[i]);
 }
 
+TEST(Memory, DecayedResidualIsSparseLoCosErrorFeedback) {
+  MemoryParams p;
+  p.decay = 0.5;  // exact in float: e <- 0.5 e + g before compression, e <- x - approx after
+  auto m = makeMemory("residual", p);
+  std::vector<float> g = {1.0f, -2.0f}, none = {0.0f, 0.0f};
+  m->compensate(0, g.data(), 2);
+  m->update(0, g.data(), none.data(), 2);  // nothing sent: e = g
+  std::vector<float> g2 = {0.25f, 0.25f};
+  m->compensate(0, g2.data(), 2);
+  EXPECT_EQ(g2, (std::vector<float>{0.75f, -0.75f}));
+  p.decay = 0.0;
+  EXPECT_THROW(makeMemory("residual", p), ConfigError);
+  p.decay = 1.5;
+  EXPECT_THROW(makeMemory("residual", p), ConfigError);
+}
+
 TEST(Memory, BucketsKeepSeparateResiduals) {
   auto m = makeMemory("residual", {});
   std::vector<float> a = {1, 1}, b = {2, 2, 2}, zero2(2, 0), zero3(3, 0);

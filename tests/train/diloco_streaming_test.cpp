@@ -163,3 +163,17 @@ TEST(DilocoStreamingTrainer, ScopeAndScheduleErrorsNameTheKey) {
     EXPECT_NE(std::string(e.what()).find("rank 0 declares no site"), std::string::npos) << e.what();
   }
 }
+
+// SparseLoCo on sites: 1/32 of every chunk with 2-bit values, error feedback with decay, outer
+// SGD at lr 1 without momentum; the sites end identical and the pseudo-gradient shrinks > 50x.
+TEST(DilocoStreamingTrainer, SparseLoCoOnSitesEndsIdenticalAtAFewPercent) {
+  test::TempDir d;
+  const auto c = streamingRun(d.path / "run", 14,
+                              {"diloco.scope=site", "compress.codec=sparseloco", "compress.ratio=0.03125",
+                               "compress.decay=0.95", "diloco.outer_lr=1", "diloco.outer_momentum=0"});
+  const auto s = test::trainOnThreads(4, c, {}, {0, 0, 1, 1});
+  SCOPED_TRACE(s.dump());
+  EXPECT_EQ(s["diloco"]["pseudo_gradient_hook"], "sparseloco");
+  EXPECT_GT(s["compression_ratio"].get<double>(), 50.0);
+  for (int r = 1; r < 4; ++r) EXPECT_EQ(agreeing(d.path / "run", 14, r, c), kAll) << "rank " << r;
+}

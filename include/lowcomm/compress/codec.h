@@ -47,6 +47,7 @@ struct CodecParams {
   int64_t block = 256;        // int8, qsgd, terngrad: values per scale
   double sample_ratio = 0.01; // dgc: fraction sampled to estimate the top-k threshold
   bool unbiased = true;       // randomk: scale kept values by n/k (off under error feedback)
+  int64_t chunk = 4096;       // sparseloco: values per chunk (top-k is taken per chunk)
 };
 
 class Codec {
@@ -67,7 +68,7 @@ class Codec {
 };
 
 // Codec by name: fp16 bf16 int8 qsgd terngrad sign scaled_sign onebit topk randomk threshold
-// dgc_topk. ConfigError for an unknown name or a parameter out of range.
+// dgc_topk sparseloco. ConfigError for an unknown name or a parameter out of range.
 std::unique_ptr<Codec> makeCodec(const std::string& name, const CodecParams& params);
 std::vector<std::string> codecNames();
 

@@ -4,7 +4,8 @@
 // before encoding, then update() with the vector it encoded and `approx`, what the codec will
 // deliver for it (the local decode of this rank's payload).
 //   none      x unchanged.
-//   residual  x ← g + e;  e ← x − approx            (sent + residual == gradient + old residual)
+//   residual  x ← g + decay·e;  e ← x − approx      (sent + residual == gradient + decayed residual;
+//             decay < 1 is SparseLoCo's error feedback, e ← βe + Δ before compression)
 //   dgc       momentum correction (Lin et al., DGC): u ← m·u + g; v ← v + u; x ← v;
 //             then v ← x − approx and u is zeroed where a value was sent; optional local
 //             gradient clipping (L2 norm of g per bucket ≤ clip).
@@ -24,6 +25,7 @@ namespace lowcomm::compress {
 struct MemoryParams {
   double momentum = 0.9;  // dgc, momentum
   double clip = 0.0;      // dgc: local gradient L2 clip per bucket; 0 = off
+  double decay = 1.0;     // residual: e decays by this before each use (1 = plain error feedback)
 };
 
 class Memory {
