@@ -24,6 +24,7 @@ const std::map<std::string, Factory>& registry() {
       {"threshold", makeThresholdCodec},
       {"dgc_topk", makeDgcTopKCodec},
       {"sparseloco", makeSparseLoCoCodec},
+      {"demo", makeDemoCodec},
   };
   return r;
 }

@@ -23,6 +23,7 @@
 #include <memory>
 #include <vector>
 
+#include "chunked_payload.h"
 #include "codecs.h"
 #include "lowcomm/base/error.h"
 #include "payload.h"
@@ -31,94 +32,38 @@
 namespace lowcomm::compress {
 namespace {
 
-constexpr size_t kHeaderBytes = 12 + 16;
-
-int indexBits(size_t chunk) {
-  int b = 1;
-  while ((size_t{1} << b) < chunk) ++b;
-  return b;
-}
-
-class BitWriter {
- public:
-  explicit BitWriter(uint8_t* out) : out_(out) {}
-  void put(uint32_t v, int bits) {
-    acc_ |= static_cast<uint64_t>(v) << fill_;
-    fill_ += bits;
-    while (fill_ >= 8) {
-      out_[n_++] = static_cast<uint8_t>(acc_);
-      acc_ >>= 8;
-      fill_ -= 8;
-    }
-  }
-  size_t finish() {
-    if (fill_ > 0) out_[n_++] = static_cast<uint8_t>(acc_);
-    return n_;
-  }
-
- private:
-  uint8_t* out_;
-  uint64_t acc_ = 0;
-  int fill_ = 0;
-  size_t n_ = 0;
-};
-
-class BitReader {
- public:
-  BitReader(const uint8_t* p, size_t bytes) : p_(p), end_(bytes) {}
-  uint32_t get(int bits) {  // the caller sized the stream: never reads past end_
-    while (fill_ < bits) {
-      acc_ |= static_cast<uint64_t>(p_[n_++]) << fill_;
-      fill_ += 8;
-    }
-    const uint32_t v = static_cast<uint32_t>(acc_ & ((uint64_t{1} << bits) - 1));
-    acc_ >>= bits;
-    fill_ -= bits;
-    return v;
-  }
-  bool paddingIsZero() const { return acc_ == 0 && n_ == end_; }
-
- private:
-  const uint8_t* p_;
-  size_t end_, n_ = 0;
-  uint64_t acc_ = 0;
-  int fill_ = 0;
-};
+constexpr size_t kHeaderBytes = ChunkGeometry::kHeaderBytes + 16;  // and the value table
 
 class SparseLoCoCodec : public Codec {
  public:
-  explicit SparseLoCoCodec(const CodecParams& p) : ratio_(p.ratio), chunk_(static_cast<size_t>(p.chunk)) {
+  explicit SparseLoCoCodec(const CodecParams& p) : ratio_(p.ratio) {
+    const auto chunk = static_cast<size_t>(p.chunk ? p.chunk : 4096);
     if (!(ratio_ > 0 && ratio_ <= 1))
       throw ConfigError(detail::concat("codec sparseloco: ratio must be in (0, 1], got ", ratio_));
-    if (p.chunk < 2 || p.chunk > (int64_t{1} << 24))
-      throw ConfigError(detail::concat("codec sparseloco: chunk must be in [2, 2^24], got ", p.chunk));
-    k_ = keepCount(ratio_, chunk_);
-    bits_ = indexBits(chunk_);
+    if (chunk < 2 || chunk > (size_t{1} << 24))
+      throw ConfigError(detail::concat("codec sparseloco: chunk must be in [2, 2^24], got ", chunk));
+    g_ = ChunkGeometry(chunk, keepCount(ratio_, chunk));
   }
   std::string name() const override { return "sparseloco"; }
   Combine combine() const override { return Combine::allgather; }
-  size_t maxBytes(size_t n) const override { return kHeaderBytes + (kept(n) * (bits_ + 2) + 7) / 8; }
+  size_t maxBytes(size_t n) const override { return kHeaderBytes + (g_.kept(n) * (g_.bits + 2) + 7) / 8; }
 
   size_t encode(const float* x, size_t n, uint8_t* out, const EncodeCtx&) const override {
     std::vector<uint32_t> idx;  // global indices, chunk by chunk, increasing
-    std::vector<uint32_t> scratch(std::min(k_, chunk_));
-    for (size_t c0 = 0; c0 < n; c0 += chunk_) {
-      const size_t got = selectTopK(x + c0, std::min(chunk_, n - c0), k_, scratch.data());
+    std::vector<uint32_t> scratch(std::min(g_.k, g_.chunk));
+    for (size_t c0 = 0; c0 < n; c0 += g_.chunk) {
+      const size_t got = selectTopK(x + c0, std::min(g_.chunk, n - c0), g_.k, scratch.data());
       for (size_t j = 0; j < got; ++j) idx.push_back(static_cast<uint32_t>(c0 + scratch[j]));
     }
     float table[4];
     std::vector<uint8_t> code(idx.size());
     quantise(x, idx, table, code);
     PayloadWriter w(out);
-    w.put<uint8_t>('L');
-    w.put<uint8_t>(0);
-    w.put<uint16_t>(0);
-    w.put<uint32_t>(static_cast<uint32_t>(chunk_));
-    w.put<uint32_t>(static_cast<uint32_t>(k_));
+    g_.writeHeader(w, 'L');
     for (float t : table) w.put<float>(t);
     BitWriter bits(w.cursor());
     for (size_t j = 0; j < idx.size(); ++j) {
-      bits.put(static_cast<uint32_t>(idx[j] % chunk_), bits_);
+      bits.put(static_cast<uint32_t>(idx[j] % g_.chunk), g_.bits);
       bits.put(code[j], 2);
     }
     return w.size() + bits.finish();
@@ -127,15 +72,10 @@ class SparseLoCoCodec : public Codec {
   void decode(const uint8_t* p, size_t bytes, size_t n, float* out, float scale, bool accumulate,
               const EncodeCtx&) const override {
     PayloadReader r(p, bytes, "sparseloco");
-    if (r.get<uint8_t>() != 'L') r.fail("header tag is not sparseloco's");
-    if (r.get<uint8_t>() != 0 || r.get<uint16_t>() != 0) r.fail("reserved header bytes are not zero");
-    const uint32_t chunk = r.get<uint32_t>(), k = r.get<uint32_t>();
-    if (chunk != chunk_ || k != k_)
-      r.fail("chunk " + std::to_string(chunk) + " and k " + std::to_string(k) + " differ from this codec's " +
-             std::to_string(chunk_) + " and " + std::to_string(k_));
+    g_.readHeader(r, 'L', "sparseloco");
     float table[4];
     for (float& t : table) t = r.getFinite("a value table entry");
-    const size_t count = kept(n), stream = (count * (bits_ + 2) + 7) / 8;
+    const size_t count = g_.kept(n), stream = (count * (g_.bits + 2) + 7) / 8;
     if (r.remaining() != stream)
       r.fail(std::to_string(r.remaining()) + " bytes after the header, expected " + std::to_string(stream) + " for " +
              std::to_string(n) + " values");
@@ -143,10 +83,10 @@ class SparseLoCoCodec : public Codec {
     std::vector<uint32_t> idx(count);
     std::vector<uint8_t> code(count);
     size_t j = 0;
-    for (size_t c0 = 0; c0 < n; c0 += chunk_) {
-      const size_t len = std::min(chunk_, n - c0), got = std::min(k_, len);
+    for (size_t c0 = 0; c0 < n; c0 += g_.chunk) {
+      const size_t len = std::min(g_.chunk, n - c0), got = std::min(g_.k, len);
       for (size_t i = 0; i < got; ++i, ++j) {
-        const uint32_t local = bits.get(bits_);
+        const uint32_t local = bits.get(g_.bits);
         code[j] = static_cast<uint8_t>(bits.get(2));
         if (local >= len) r.fail("index " + std::to_string(local) + " outside its chunk of " + std::to_string(len));
         if (i > 0 && c0 + local <= idx[j - 1]) r.fail("indices inside a chunk are not increasing");
@@ -159,10 +99,6 @@ class SparseLoCoCodec : public Codec {
   }
 
  private:
-  size_t kept(size_t n) const {
-    const size_t full = n / chunk_, rest = n % chunk_;
-    return full * std::min(k_, chunk_) + std::min(k_, rest);
-  }
 
   // Bins over mean ± 3σ of the kept values; each bin's entry is the mean of its values.
   static void quantise(const float* x, const std::vector<uint32_t>& idx, float table[4], std::vector<uint8_t>& code) {
@@ -187,8 +123,7 @@ class SparseLoCoCodec : public Codec {
   }
 
   double ratio_;
-  size_t chunk_, k_ = 1;
-  int bits_ = 1;
+  ChunkGeometry g_;
 };
 
 }  // namespace

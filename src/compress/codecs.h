@@ -20,5 +20,6 @@ std::unique_ptr<Codec> makeRandomKCodec(const CodecParams& p);   // shared-seed 
 std::unique_ptr<Codec> makeThresholdCodec(const CodecParams& p); // |x| > threshold
 std::unique_ptr<Codec> makeDgcTopKCodec(const CodecParams& p);   // sampled threshold (approximate top-k)
 std::unique_ptr<Codec> makeSparseLoCoCodec(const CodecParams& p); // chunked top-k, 2-bit values
+std::unique_ptr<Codec> makeDemoCodec(const CodecParams& p);       // chunked DCT, top-k coefficients (DeMo)
 
 }  // namespace lowcomm::compress

@@ -44,13 +44,14 @@ schema::Section<CodecParams> codecParamsSection() {
   using O = CodecParams;
   using schema::Range;
   schema::Section<O> s("compress");
-  s.number("ratio", &O::ratio, Range::openClosed(0, 1), "topk, randomk, dgc: fraction of values kept")
+  s.number("ratio", &O::ratio, Range::openClosed(0, 1), "topk, randomk, dgc, sparseloco, demo: fraction of values kept (per chunk for the last two)")
       .integer("levels", &O::levels, 1, 127, "qsgd: quantisation levels")
       .number("threshold", &O::threshold, Range::above(0), "threshold: keep |x| > threshold")
       .integer("block", &O::block, 8, 1 << 30, "int8, qsgd, terngrad: values per scale")
       .number("sample_ratio", &O::sample_ratio, Range::openClosed(0, 1),
               "dgc: fraction sampled to estimate the top-k threshold")
-      .integer("chunk", &O::chunk, 2, 1 << 24, "sparseloco: values per chunk, each keeping ratio of its values");
+      .integer("chunk", &O::chunk, 0, 1 << 24,
+               "sparseloco, demo: values per chunk, each keeping ratio of its values (0 = sparseloco 4096, demo 64)");
   return s;
 }
 

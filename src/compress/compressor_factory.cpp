@@ -22,7 +22,7 @@ const std::map<std::string, Entry>& table() {
       {"efsignsgd", {"scaled_sign", "residual"}}, {"onebit", {"onebit", "residual"}},
       {"topk", {"topk", "residual"}},      {"randomk", {"randomk", "residual"}},
       {"threshold", {"threshold", "residual"}}, {"dgc", {"dgc_topk", "dgc"}},
-      {"sparseloco", {"sparseloco", "residual"}},
+      {"sparseloco", {"sparseloco", "residual"}}, {"demo", {"demo", "residual"}},
       {"powersgd", {"", "residual"}},      {"auto", {"", "default"}},
   };
   return t;

@@ -67,6 +67,7 @@ Section<OptimizerConfig> optimizer() {
       .number("lr", &O::lr, Range::above(0), "peak learning rate")
       .number("momentum", &O::momentum, Range::atLeast(0), "sgd momentum")
       .flag("nesterov", &O::nesterov, "sgd: Nesterov momentum")
+      .flag("sign", &O::sign, "sgd: step along the sign of the averaged gradient (signSGD; DeMo's update)")
       .number("weight_decay", &O::weight_decay, Range::atLeast(0), "weight decay (decoupled for adamw)")
       .number("beta1", &O::beta1, Range::halfOpen(0, 1), "adamw: first-moment decay")
       .number("beta2", &O::beta2, Range::halfOpen(0, 1), "adamw: second-moment decay")

@@ -1,5 +1,7 @@
 // Rules across config sections. Single-key ranges and choices are declared with the keys
 // (config_keys.cpp, the strategies' specs); what remains relates keys of different sections.
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "config_schema.h"
@@ -35,6 +37,21 @@ void codecAndOptimizer(const TrainConfig& c) {
   const std::string memory = z.memory == "default" ? compress::defaultMemory(z.codec) : z.memory;
   if (memory == "dgc" && c.optimizer.name == "sgd" && c.optimizer.momentum > 0)
     throw KeyError("compress.memory", "is dgc, which applies momentum itself (momentum correction); set optimizer.momentum = 0");
+  // Error feedback needs a contractive compressor: QSGD's error is bounded only by
+  // min(B/s², √B/s)·||x||² per block (Alistarh et al., Lemma 3.1); at 1 or more the residual can
+  // grow every step (4-bit, block 256 diverged on the gpt's outer gradient).
+  if (memory == "residual" && z.codec == "qsgd") {
+    const double s = static_cast<double>(z.codec_params.levels), b = static_cast<double>(z.codec_params.block);
+    const double bound = std::min(b / (s * s), std::sqrt(b) / s);
+    if (bound >= 1)
+      throw KeyError("compress.memory", "residual over qsgd with levels " + std::to_string(z.codec_params.levels) +
+                                            " and block " + std::to_string(z.codec_params.block) +
+                                            " is not contractive (error bound min(B/s², √B/s) = " +
+                                            std::to_string(bound) + " >= 1): error feedback would grow; use a block "
+                                            "below levels² or memory = \"none\"");
+  }
+  if (c.optimizer.sign && c.optimizer.name != "sgd")
+    throw KeyError("optimizer.sign", "is an sgd option (signSGD), not one of '" + c.optimizer.name + "'");
 }
 
 std::string acceptingZero(const parallel::StrategyRegistry& r) {

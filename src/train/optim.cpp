@@ -7,12 +7,29 @@
 namespace lowcomm::train {
 
 namespace {
+
+// SGD along sign(g): each gradient is replaced by its sign before LibTorch's SGD step, so weight
+// decay (added to the gradient inside the step) stays proportional to the weights, as in DeMo's
+// update p ← p − lr·(sign(g) + wd·p). The optimizer state and its checkpoint are SGD's.
+class SignSgd : public torch::optim::SGD {
+ public:
+  using torch::optim::SGD::SGD;
+  torch::Tensor step(LossClosure closure = nullptr) override {
+    torch::NoGradGuard no_grad;
+    for (auto& group : param_groups())
+      for (auto& p : group.params())
+        if (p.grad().defined()) p.mutable_grad().sign_();
+    return torch::optim::SGD::step(std::move(closure));
+  }
+};
+
 std::unique_ptr<torch::optim::Optimizer> build(const TrainConfig& c, std::vector<torch::Tensor> params) {
   const auto& o = c.optimizer;
   if (o.name == "sgd") {
     torch::optim::SGDOptions opts(o.lr);
     opts.momentum(o.momentum).nesterov(o.nesterov).weight_decay(o.weight_decay);
     if (o.nesterov && o.momentum <= 0) throw ConfigError("optimizer.nesterov needs optimizer.momentum > 0");
+    if (o.sign) return std::make_unique<SignSgd>(std::move(params), opts);
     return std::make_unique<torch::optim::SGD>(std::move(params), opts);
   }
   if (o.name == "adamw") {

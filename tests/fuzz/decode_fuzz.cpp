@@ -23,7 +23,7 @@ const lowcomm::compress::Codec& codec() {
     lowcomm::compress::CodecParams p;
     p.ratio = 0.05;
     p.block = 16;
-    p.chunk = 64;  // sparseloco: many chunks, a short last one
+    p.chunk = 64;  // sparseloco, demo: many chunks, a short last one
     return lowcomm::compress::makeCodec(LC_FUZZ_CODEC, p);
   }();
   return *c;

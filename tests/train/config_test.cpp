@@ -321,4 +321,12 @@ TEST(Config, CompressSection) {
   e = errorOf("", {"compress.codec=dgc", "optimizer.momentum=0.9"});
   EXPECT_NE(e.find("optimizer.momentum = 0"), std::string::npos) << e;
   EXPECT_EQ(errorOf("", {"compress.codec=dgc", "optimizer.momentum=0", "optimizer.nesterov=false"}), "");
+  // Error feedback over a quantiser that is not contractive diverges: refused before training.
+  e = errorOf("", {"compress.codec=qsgd", "compress.levels=7", "compress.block=256", "compress.memory=residual"});
+  EXPECT_NE(e.find("compress.memory"), std::string::npos) << e;
+  EXPECT_NE(e.find("not contractive"), std::string::npos) << e;
+  EXPECT_EQ(errorOf("", {"compress.codec=qsgd", "compress.levels=7", "compress.block=32", "compress.memory=residual"}), "");
+  EXPECT_EQ(errorOf("", {"compress.codec=qsgd", "compress.levels=7", "compress.block=256"}), "");
+  e = errorOf("", {"optimizer.name=adamw", "optimizer.sign=true"});
+  EXPECT_NE(e.find("optimizer.sign"), std::string::npos) << e;
 }

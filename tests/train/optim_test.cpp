@@ -50,3 +50,19 @@ TEST(Optimizer, LibTorchRejectionIsAConfigErrorWithoutBacktrace) {
     EXPECT_EQ(m.find("Exception raised from"), std::string::npos) << m;
   }
 }
+
+// optimizer.sign: SGD along sign(g), weight decay proportional to the weights (DeMo's update),
+// so the step does not depend on the gradient's scale; sign(0) = 0 leaves a weight alone.
+TEST(Optimizer, SignSgdStepsAlongTheSignWithDecoupledDecay) {
+  auto w = torch::tensor({1.0f, -2.0f, 3.0f}).requires_grad_();
+  auto c = loadConfig("", {"optimizer.lr=0.1", "optimizer.momentum=0", "optimizer.sign=true",
+                           "optimizer.weight_decay=0.5"});
+  auto opt = makeOptimizer(c, {w});
+  w.mutable_grad() = torch::tensor({1e-6f, 50.0f, 0.0f});
+  opt->step();
+  const auto got = w.detach();
+  EXPECT_FLOAT_EQ(got[0].item<float>(), 1.0f - 0.1f * (1.0f + 0.5f * 1.0f));
+  EXPECT_FLOAT_EQ(got[1].item<float>(), -2.0f - 0.1f * (1.0f + 0.5f * -2.0f));
+  EXPECT_FLOAT_EQ(got[2].item<float>(), 3.0f - 0.1f * (0.0f + 0.5f * 3.0f));
+  EXPECT_THROW(loadConfig("", {"optimizer.name=adamw", "optimizer.sign=true"}), lowcomm::ConfigError);
+}

@@ -189,7 +189,7 @@ TEST_P(CompressedResume, ContinuesExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, CompressedResume,
-                         ::testing::Values("fp16", "topk", "dgc", "onebit", "signum", "powersgd", "auto"));
+                         ::testing::Values("fp16", "topk", "dgc", "onebit", "signum", "demo", "powersgd", "auto"));
 
 TEST(Trainer, EvalEveryAddsEvaluationsWithoutChangingTraining) {
   Dir d;

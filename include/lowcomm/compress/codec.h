@@ -47,7 +47,7 @@ struct CodecParams {
   int64_t block = 256;        // int8, qsgd, terngrad: values per scale
   double sample_ratio = 0.01; // dgc: fraction sampled to estimate the top-k threshold
   bool unbiased = true;       // randomk: scale kept values by n/k (off under error feedback)
-  int64_t chunk = 4096;       // sparseloco: values per chunk (top-k is taken per chunk)
+  int64_t chunk = 0;          // sparseloco, demo: values per chunk (top-k per chunk); 0 = the codec's
 };
 
 class Codec {

@@ -59,6 +59,7 @@ struct OptimizerConfig {
   double lr = 0.05;
   double momentum = 0.9;
   bool nesterov = false;
+  bool sign = false;  // sgd: step along the sign of the gradient (signSGD; DeMo's update)
   double weight_decay = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double grad_clip = 0.0;  // max global L2 norm; 0 = off
