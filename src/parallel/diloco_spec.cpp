@@ -16,6 +16,8 @@ schema::Section<DilocoOptions> dilocoSection() {
       .integer("fragments", &O::fragments, 1, 65536, "streaming: parameter fragments synced on a staggered schedule")
       .integer("overlap_steps", &O::overlap_steps, 0, 2147483647, "streaming: inner steps a fragment's exchange overlaps (< period)")
       .number("mix", &O::mix, schema::Range::halfOpen(0, 1), "streaming: weight of the local weights when a fragment lands")
+      .choice("final_sync", &O::final_sync, {"outer", "average"},
+              "the blocking sync at the end: an outer step, or the replicas' average (no outer lr or momentum)")
       .check([](const O& o) {
         if (o.fragments > o.period)
           throw schema::KeyError("diloco.fragments", "is " + std::to_string(o.fragments) + ", more than diloco.period = " +

@@ -82,10 +82,10 @@ class DilocoStrategy : public Strategy {
     exchanges_->drain();  // the communication thread idles: the syncs below run on this one
     for (int f = 0; f < fragments(); ++f) {
       const bool in_flight = exchanges_->inFlight(f);
-      if (in_flight) outerUpdate(f, exchanges_->land(f));
+      if (in_flight) outerUpdate(f, exchanges_->land(f), false);
       if (!in_flight && last_merge_[f] == step_ && o_.mix == 0) continue;
       exchanges_->launch(f, anchor_, params_, buffers_, false);
-      merge(f, 0.0);
+      merge(f, 0.0, o_.final_sync == "average");
       changed = true;
     }
     if (changed) events_.push_back({{"type", "diloco"}, {"event", "final-outer-step"}, {"step", step}});
@@ -147,7 +147,7 @@ class DilocoStrategy : public Strategy {
     return {{"period", o_.period}, {"outer_lr", o_.outer_lr}, {"outer_momentum", o_.outer_momentum},
             {"nesterov", o_.nesterov}, {"scope", o_.scope}, {"groups", groups_.groups},
             {"group_size", groups_.group_size}, {"fragments", o_.fragments}, {"fragment_elems", sizes},
-            {"overlap_steps", o_.overlap_steps}, {"mix", o_.mix}, {"outer_steps", outer_steps_},
+            {"overlap_steps", o_.overlap_steps}, {"mix", o_.mix}, {"final_sync", o_.final_sync}, {"outer_steps", outer_steps_},
             {"pseudo_gradient_hook", hook_view_->name()}, {"outer_s", exchanges_->commSeconds()},
             {"outer_wait_s", exchanges_->waitSeconds()}};
   }
@@ -166,13 +166,18 @@ class DilocoStrategy : public Strategy {
     }
   }
 
-  // The outer SGD step on fragment f's θ from the average of Δ (the same on every rank).
-  void outerUpdate(int f, const OuterExchanges::Landed& got) {
+  // The outer SGD step on fragment f's θ from the average of Δ (the same on every rank); with
+  // `average`, θ − average(Δ) and the momentum left as it is.
+  void outerUpdate(int f, const OuterExchanges::Landed& got, bool average) {
     torch::NoGradGuard no_grad;
     const double mu = o_.outer_momentum;
     for (size_t k = 0; k < plan_.fragments[f].size(); ++k) {
       const int p = plan_.fragments[f][k];
       const auto& delta = got.delta[k];
+      if (average) {
+        anchor_[p].sub_(delta);
+        continue;
+      }
       momentum_[p].mul_(mu).add_(delta);
       const auto update = o_.nesterov ? delta + mu * momentum_[p] : momentum_[p];
       anchor_[p].sub_(o_.outer_lr * update);
@@ -183,8 +188,8 @@ class DilocoStrategy : public Strategy {
   }
 
   // Lands f, steps θ, and moves the local weights to mix·local + (1 − mix)·θ.
-  void merge(int f, double mix) {
-    outerUpdate(f, exchanges_->land(f));
+  void merge(int f, double mix, bool average = false) {
+    outerUpdate(f, exchanges_->land(f), average);
     torch::NoGradGuard no_grad;
     for (int p : plan_.fragments[f]) {
       if (mix == 0) {

@@ -5,7 +5,8 @@
 # period 4 it is far from it; post-local SGD sends gradients first and averages after; the final
 # model_state.pt loads in Python; DiLoCo with outer_lr 1 and no momentum equals local SGD with
 # the same period (tolerance 1e-5) and, with period 1, DDP (tolerance 1e-6); streaming DiLoCo
-# with top-k or random-k at ratio 1 equals it without a codec bit for bit; with the paper's
+# with top-k or random-k at ratio 1 equals it without a codec bit for bit; its final sync with
+# final_sync = "average" is the replicas' average bit for bit; with the paper's
 # outer Nesterov step and a top-k codec on the pseudo-gradient it learns while sending less; a
 # bad key fails on every rank naming it.
 set -euo pipefail
@@ -35,11 +36,16 @@ streaming=(--set strategy.name=diloco --set diloco.period=4 --set diloco.fragmen
 run s_none "${streaming[@]}" --set compress.codec=none
 run s_topk "${streaming[@]}" --set compress.codec=topk
 run s_randomk "${streaming[@]}" --set compress.codec=randomk
+# A period longer than the run: the only sync is the final one. With final_sync = "average" it is
+# the replicas' average whatever the outer step's settings, as an outer step at lr 1 without
+# momentum is.
+run fin_avg --set strategy.name=diloco --set diloco.period=1000 --set diloco.final_sync=average
+run fin_plain --set strategy.name=diloco --set diloco.period=1000 --set diloco.outer_lr=1 --set diloco.outer_momentum=0
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys, torch
 tmp = sys.argv[1]
 state = {k: torch.load(f"{tmp}/run_{k}/model_state.pt")
-         for k in ("ddp", "h1", "h4", "diloco_plain", "diloco_p1", "s_none", "s_topk", "s_randomk")}
+         for k in ("ddp", "h1", "h4", "diloco_plain", "diloco_p1", "s_none", "s_topk", "s_randomk", "fin_avg", "fin_plain")}
 def diff(a, b):
     return max((state[a][n] - state[b][n]).abs().max().item() for n in state[a])
 d1, d4 = diff("ddp", "h1"), diff("ddp", "h4")
@@ -57,6 +63,10 @@ for codec in ("topk", "randomk"):
     print(f"max |streaming diloco with {codec} at ratio 1 - without a codec| = {d:.3g}")
     assert d == 0, f"{codec} at ratio 1 changes streaming DiLoCo's result: {d}"
     assert json.load(open(f"{tmp}/s_{codec}.json"))["diloco"]["pseudo_gradient_hook"] == codec
+d = diff("fin_avg", "fin_plain")
+print(f"max |final_sync average (outer lr 0.7, momentum 0.9) - outer step at lr 1 without momentum| = {d:.3g}")
+assert d == 0, f"final_sync = average is not the replicas' average: {d}"
+assert json.load(open(f"{tmp}/fin_avg.json"))["diloco"]["final_sync"] == "average"
 s = {k: json.load(open(f"{tmp}/{k}.json")) for k in ("ddp", "h1", "h4", "post")}
 assert s["h1"]["local_sgd"]["averages"] == 30 and s["h4"]["local_sgd"]["averages"] == 8, (s["h1"]["local_sgd"], s["h4"]["local_sgd"])
 # No gradient crosses the wire in pure local SGD; averages do, 1/4 as often with period 4.

@@ -30,7 +30,9 @@
 // - An exchange leaves after optimizer step s (0-based) when s + 1 is due for its fragment;
 //   landings due at a step merge before launches. At the end every exchange in flight lands into
 //   θ (the local weights keep their later steps), and each fragment whose weights are not θ syncs
-//   once more, blocking, so every rank holds θ. θ, m, the schedule and any exchange in flight (as
+//   once more, blocking, so every rank holds θ. That last sync is an outer step like the others
+//   (`final_sync = "outer"`), or (`"average"`) θ ← θ − average(Δ): the replicas' average,
+//   without the momentum's extrapolation past it. θ, m, the schedule and any exchange in flight (as
 //   its landed result) are the strategy's checkpoint section (each rank's inner weights and
 //   optimizer state are in its own checkpoint), so a resume mid-period continues bit for bit.
 #pragma once
@@ -51,6 +53,7 @@ struct DilocoOptions {
   int64_t fragments = 1;        // P, 1..period (and at most the parameter tensors)
   int64_t overlap_steps = 0;    // τ, 0..period-1: inner steps an exchange overlaps
   double mix = 0;               // weight of the local weights when a fragment lands, [0, 1)
+  std::string final_sync = "outer";  // outer | average: what the last sync of each fragment applies
 };
 
 // Throws ConfigError naming the `diloco.*` key.
