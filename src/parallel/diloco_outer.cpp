@@ -1,6 +1,7 @@
 // DiLoCo's outer exchanges (contract in diloco_outer.h).
 #include "diloco_outer.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "lowcomm/base/error.h"
@@ -92,6 +93,13 @@ void OuterExchanges::launch(int f, const std::vector<torch::Tensor>& anchor, con
 void OuterExchanges::exchange(Fragment& fr, int lane) {
   TraceScope span(trace_, "outer-sync", "comm", lane);
   const auto t0 = std::chrono::steady_clock::now();
+  // Exchanges run one at a time and only they send in phase "outer": the difference is this one's.
+  auto outerSent = [this] {
+    const auto s = groups_.cross->meter().snapshot();
+    const auto it = s.by_phase.find("outer");
+    return it == s.by_phase.end() ? uint64_t{0} : it->second.bytes_sent;
+  };
+  const uint64_t sent0 = outerSent();
   torch::NoGradGuard no_grad;
   if (fr.carried.flat.numel() > 0) {
     PhaseGuard phase(*groups_.cross, "outer");
@@ -116,9 +124,11 @@ void OuterExchanges::exchange(Fragment& fr, int lane) {
     }
   }
   const double ratio = hook_->compressionRatio();
+  const auto sent = static_cast<int64_t>(outerSent() - sent0);
   std::lock_guard<std::mutex> lock(stats_mu_);
   comm_s_ += since(t0);
   ratio_ = ratio;
+  peak_sync_bytes_ = std::max(peak_sync_bytes_, sent);
 }
 
 OuterExchanges::Landed OuterExchanges::land(int f) {
@@ -184,6 +194,10 @@ double OuterExchanges::commSeconds() const {
 double OuterExchanges::waitSeconds() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   return wait_s_;
+}
+int64_t OuterExchanges::peakSyncBytes() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return peak_sync_bytes_;
 }
 double OuterExchanges::ratio() const {
   std::lock_guard<std::mutex> lock(stats_mu_);

@@ -57,6 +57,9 @@ class OuterExchanges {
   double commSeconds() const;  // inside exchanges, inline or not
   double waitSeconds() const;  // the caller blocked: inline exchanges and land()
   double ratio() const;        // the hook's compression ratio after the last exchange
+  // The most bytes this rank sent in one exchange (phase "outer": the hook's payloads, the
+  // group's share of the result, fragment 0's buffers).
+  int64_t peakSyncBytes() const;
 
  private:
   struct Fragment {
@@ -79,6 +82,7 @@ class OuterExchanges {
   std::vector<Fragment> frags_;
   mutable std::mutex stats_mu_;
   double comm_s_ = 0, wait_s_ = 0, ratio_ = 1.0;
+  int64_t peak_sync_bytes_ = 0;
   std::exception_ptr failed_;
   std::unique_ptr<CommThread> thread_;  // last: joined before the fragments go
 };

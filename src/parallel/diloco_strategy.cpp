@@ -149,7 +149,7 @@ class DilocoStrategy : public Strategy {
             {"group_size", groups_.group_size}, {"fragments", o_.fragments}, {"fragment_elems", sizes},
             {"overlap_steps", o_.overlap_steps}, {"mix", o_.mix}, {"final_sync", o_.final_sync}, {"outer_steps", outer_steps_},
             {"pseudo_gradient_hook", hook_view_->name()}, {"outer_s", exchanges_->commSeconds()},
-            {"outer_wait_s", exchanges_->waitSeconds()}};
+            {"outer_wait_s", exchanges_->waitSeconds()}, {"peak_sync_bytes_sent", exchanges_->peakSyncBytes()}};
   }
 
  private:

@@ -62,6 +62,7 @@ void TrainingRun::logStep(const std::string& phase) {
                           {"wait_s", (win_.time - win_.compute) / win_.steps},
                           {"compute_utilization", win_.compute / std::max(win_.time, 1e-9)}, {"bytes_sent", sent},
                           {"bytes_recv", recv}, {"bytes_by_phase", phasesJson(snap)},
+                          {"bytes_by_link", linksJson(snap, world_->topology().spansSites())},
                           {"compression_ratio", compressionRatio()}, {"time_s", since(t_start_)},
                           {"phase", phase}, {"phases", win_.phases}};
     rec.update(strategy_->stepFields());

@@ -70,6 +70,17 @@ TEST(DilocoStreamingTrainer, FragmentsSyncOnTheirStaggeredSchedule) {
   EXPECT_EQ(steps[1]["outer_steps"], 1);
   EXPECT_EQ(steps[3]["outer_steps"], 2);
   EXPECT_EQ(steps[4]["steps_since_outer"], 1);
+  // The largest sync is fragment 0's: an allreduce of 1.6 MB sends 2 (n - 1) / n of it per rank,
+  // far below the whole model's 2.1 MB twice over.
+  const double frag0 = 4.0 * 784 * 512;
+  const double peak = s["diloco"]["peak_sync_bytes_sent"].get<double>();
+  EXPECT_GE(peak, 1.0 * frag0);
+  EXPECT_LE(peak, 1.5 * frag0 + 64 * 1024);
+  // Every byte a step record counts is in one link class (all ranks on this host).
+  const auto& last = steps.back();
+  EXPECT_EQ(last["bytes_by_link"]["intra-node"]["sent"].get<int64_t>() +
+                last["bytes_by_link"]["inter-node"]["sent"].get<int64_t>(),
+            last["bytes_sent"].get<int64_t>());
 }
 
 // With overlap_steps 1 the exchange that leaves after step 2 lands after step 3: the ranks
