@@ -4,6 +4,7 @@ accuracy, each against step and against MB sent (cumulative bytes_sent / 2^20).
 
 usage: tools/plot.py RUN.jsonl [RUN2.jsonl ...] -o OUT.png [--labels a,b] [--title T] [--smooth N]
        tools/plot.py --e2e E2E.json -o OUT.png [--title T]
+       tools/plot.py --sites-lm SITES_LM.json -o OUT.png [--title T]
 
   -o OUT.png    output image (Agg backend, no display needed)
   --labels a,b  one legend label per run (default: each file's stem)
@@ -13,6 +14,9 @@ usage: tools/plot.py RUN.jsonl [RUN2.jsonl ...] -o OUT.png [--labels a,b] [--tit
   --e2e FILE    instead: bench/e2e's result file; one row of panels per setting, test accuracy
                 against wall time and against wire MB per rank (each evaluation's payload
                 bytes x the run's measured wire/payload ratio; payload where no wire was measured)
+
+  --sites-lm FILE  instead: bench/sites_lm's result file; validation bits per byte against
+                tokens, wall time and inter-site MB (all ranks, log), one colour per strategy
 
 A language model's eval lines carry "bits_per_byte": those runs plot validation bits per byte
 instead of test accuracy (runs of both kinds in one figure are an error).
@@ -152,10 +156,48 @@ def plot_e2e(path, out, title):
         fail(f"cannot write {out}: {e.strerror}")
 
 
+def plot_sites_lm(path, out, title):
+    """bench/sites_lm rows: bits per byte against tokens, wall time and inter-site bytes."""
+    try:
+        rows = json.loads(pathlib.Path(path).read_text())["rows"]
+        series = [(r["strategy"], r["tokens_per_step"], r["evals"]) for r in rows]
+        for _, _, ev in series:
+            for e in ev:
+                e["step"], e["time_s"], e["bits_per_byte"], e["inter_site_bytes"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"{path}: not a bench/sites_lm result file ({e!r})")
+    if not rows:
+        fail(f"{path}: no rows")
+    plt = pyplot()
+    colour = strategy_colours(rows)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
+    for name, tokens, ev in series:
+        kw = dict(color=colour[name], ms=3, label=name)
+        bpb = [e["bits_per_byte"] for e in ev]
+        axes[0].plot([e["step"] * tokens / 1e6 for e in ev], bpb, "o-", **kw)
+        axes[1].plot([e["time_s"] for e in ev], bpb, "o-", **kw)
+        axes[2].plot([max(e["inter_site_bytes"], 1) / 1e6 for e in ev], bpb, "o-", **kw)
+    for ax, xlabel in zip(axes, ("tokens (millions)", "wall time (s)", "inter-site MB, all ranks (log)")):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("validation bits per byte")
+        ax.grid(True, alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+    axes[2].set_xscale("log")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    try:
+        fig.savefig(out, dpi=100)
+    except OSError as e:
+        fail(f"cannot write {out}: {e.strerror}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="*", metavar="RUN.jsonl")
     ap.add_argument("--e2e", metavar="E2E.json")
+    ap.add_argument("--sites-lm", metavar="SITES_LM.json")
     ap.add_argument("-o", "--out", required=True, metavar="OUT.png")
     ap.add_argument("--labels", help="comma-separated, one per run")
     ap.add_argument("--title")
@@ -165,6 +207,10 @@ def main():
         if a.runs:
             fail("--e2e takes no RUN.jsonl arguments")
         return plot_e2e(a.e2e, a.out, a.title)
+    if a.sites_lm:
+        if a.runs:
+            fail("--sites-lm takes no RUN.jsonl arguments")
+        return plot_sites_lm(a.sites_lm, a.out, a.title)
     if not a.runs:
         fail("no RUN.jsonl given")
     if a.smooth < 1:

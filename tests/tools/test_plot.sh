@@ -72,6 +72,23 @@ expect_plot_error "classifier and language model mixed" "mix language models" "$
 { grep -m1 '"type": "step"' "$TMP/lm.jsonl"; grep '"type": "eval"' "$TMP/lm.jsonl" | head -1; grep '"type": "eval"' "$TMP/allreduce.jsonl" | head -1; } > "$TMP/both.jsonl"
 expect_plot_error "one run with both kinds of eval lines" "$TMP/both.jsonl:3:" "$TMP/both.jsonl" -o "$TMP/x.png"
 
+# bench/sites_lm's result file: bits per byte against tokens, wall time and inter-site bytes.
+cat > "$TMP/sites_lm.json" <<'JSON'
+{"setting": {"name": "2s2x1@1gbit/100mbit,50ms,0.1%"}, "rows": [
+ {"strategy": "ddp", "tokens_per_step": 4096, "evals": [
+  {"step": 1000, "time_s": 1100, "loss": 1.6, "bits_per_byte": 2.3, "inter_site_bytes": 7.0e9},
+  {"step": 2000, "time_s": 2270, "loss": 1.39, "bits_per_byte": 2.01, "inter_site_bytes": 1.4e10}]},
+ {"strategy": "streaming_4bit", "tokens_per_step": 4096, "evals": [
+  {"step": 1000, "time_s": 560, "loss": 1.7, "bits_per_byte": 2.45, "inter_site_bytes": 0},
+  {"step": 2000, "time_s": 1105, "loss": 1.45, "bits_per_byte": 2.10, "inter_site_bytes": 3.7e7}]}]}
+JSON
+"$PY" "$PLOT" --sites-lm "$TMP/sites_lm.json" -o "$TMP/sites.png" --title "sites" >"$TMP/out" 2>&1 \
+  || { fail "--sites-lm: exit $?"; cat "$TMP/out"; }
+check_png "--sites-lm: three panels, one colour per strategy" "$TMP/sites.png"
+sed 's/"tokens_per_step": 4096, //' "$TMP/sites_lm.json" > "$TMP/sites_bad.json"
+expect_plot_error "--sites-lm without tokens_per_step" "not a bench/sites_lm result file" --sites-lm "$TMP/sites_bad.json" -o "$TMP/x.png"
+expect_plot_error "--sites-lm with runs" "takes no RUN.jsonl" --sites-lm "$TMP/sites_lm.json" "$TMP/lm.jsonl" -o "$TMP/x.png"
+
 if [ -e "$TMP/x.png" ]; then fail "an error case wrote an image"; else pass "error cases wrote no image"; fi
 
 if [ "$FAILS" -ne 0 ]; then echo "$FAILS check(s) failed"; exit 1; fi
