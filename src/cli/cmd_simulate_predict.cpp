@@ -1,5 +1,6 @@
 // `lowcomm simulate predict`: a measured training run's step on a larger simulated cluster, for
-// one or several node counts (a sweep), on a star, two-level fat-tree, 2-D torus or rails.
+// one or several node counts (a sweep), on a star, two-level fat-tree, 2-D torus or rails, or on
+// a setting of sites (a star per site, the sites joined by WAN uplinks).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -59,7 +60,7 @@ double mean(const std::vector<uint64_t>& v) {
 }  // namespace
 
 int simulatePredict(int argc, char** argv) {
-  std::string timeline, nodes = "4", rate = "25gbit", calibration, json;
+  std::string timeline, nodes = "4", rate = "25gbit", calibration, json, setting;
   sim::PlatformSpec base;
   base.topology = "fat-tree";
   double latency_us = 2, batch = 0;
@@ -70,6 +71,11 @@ int simulatePredict(int argc, char** argv) {
   app.add_option("--timeline", timeline, "Chrome trace written by lowcomm train --timeline (any world size)")->required();
   app.add_option("--topology", base.topology, "star, fat-tree, torus or rail (rail-optimised: a NIC per rank on rail switch = local rank)")->capture_default_str();
   app.add_option("--nodes", nodes, "node counts to simulate, e.g. 4,16,64 (a sweep)")->capture_default_str();
+  app.add_option("--setting", setting,
+                 "sites instead of --topology: SsNxP@LAN/WAN,RTT[,LOSS%] (e.g. 2s2x1@1gbit/100mbit,50ms,0.1%) gives the "
+                 "sites, the LAN, the WAN and --ppn; --nodes counts the nodes of all sites (multiples of S)");
+  app.add_option("--streams", base.streams, "with --setting: TCP streams per pair across the WAN (comm.streams)")
+      ->capture_default_str();
   app.add_option("--ppn", base.ppn, "ranks per node")->capture_default_str();
   app.add_option("--rate", rate, "every link's rate, e.g. 25gbit, 100gbit")->capture_default_str();
   app.add_option("--latency-us", latency_us, "latency of each link (a route crosses 2 on a star, up to 4 on a fat-tree)")
@@ -108,14 +114,23 @@ int simulatePredict(int argc, char** argv) {
   app.add_option("--batch", batch, "samples per rank and step (default: from config.toml next to the timeline)");
   app.add_option("--json", json, "write the rows here");
   if (!parseArgs(app, argc, argv)) return 0;
+  if (!setting.empty()) {  // the setting's network; the options' hosts (below) and streams
+    const int streams = base.streams;
+    base = sim::parseSetting(setting);
+    if (base.sites < 2)
+      throw ConfigError("simulate predict: --setting '" + setting + "' has no sites (use --topology and --rate)");
+    base.streams = streams;
+    rate = setting;
+  } else {
+    base.link_Bps = sim::parseRate(rate) / 8;
+    base.link_latency_s = latency_us * 1e-6;
+  }
   if (!calibration.empty()) {
     const auto cal = sim::loadCalibration(calibration);
     base.reduce_Bps = cal.reduce_Bps, base.cores = cal.cores, base.loopback_Bps = cal.loopback_Bps;
     base.node_memory_Bps = cal.node_memory_Bps;
     base.message_overhead_s = cal.message_overhead_s, base.notice_bytes = cal.notice_bytes;
   }
-  base.link_Bps = sim::parseRate(rate) / 8;
-  base.link_latency_s = latency_us * 1e-6;
   if (batch <= 0) batch = samplesPerRank(timeline);
   const auto recorded = sim::readTimeline(timeline, ro);
   auto work = sim::stepWork(recorded[0]);
@@ -124,8 +139,9 @@ int simulatePredict(int argc, char** argv) {
               timeline.c_str(), recorded.size(), recorded[0].measured_step_s.size(), ro.first_step,
               base.topology.c_str(), rate.c_str(), latency_us,
               base.in_network_aggregation ? "ina (the switch sums)" : po.algo.c_str(), po.compute_speedup);
+  const bool sites = base.sites > 1;
   std::printf("# %6s %6s %10s %12s %10s %10s %12s %10s %12s %12s %8s\n", "nodes", "ranks", "step ms", "samples/s",
-              "compute", "codec", "exposed comm", "sent MB", "inter-node", "cross-leaf", "sim s");
+              "compute", "codec", "exposed comm", "sent MB", "inter-node", sites ? "inter-site" : "cross-leaf", "sim s");
   nlohmann::json rows = nlohmann::json::array();
   for (int n : parseNodes(nodes)) {
     sim::PlatformSpec p = base;
@@ -143,13 +159,15 @@ int simulatePredict(int argc, char** argv) {
                     {"compute_s", work.compute_s}, {"codec_s", work.codec_s}, {"exposed_comm_s", exposed},
                     {"bytes_sent_per_rank", mean(r.bytes_sent) / steps},
                     {"inter_node_bytes_per_rank", mean(r.inter_node_sent) / steps},
-                    {"cross_leaf_bytes_per_rank", mean(r.inter_leaf_sent) / steps}, {"simulation_s", r.wall_s},
+                    {"cross_leaf_bytes_per_rank", mean(r.inter_leaf_sent) / steps},
+                    {"sites", p.sites}, {"inter_site_bytes_per_rank", mean(r.inter_site_sent) / steps},
+                    {"simulation_s", r.wall_s},
                     {"coarse_calls", r.coarse_calls}, {"calls", r.calls}});
     const auto& row = rows.back();
     std::printf("  %6d %6d %10.2f %12.0f %10.2f %10.2f %12.2f %10.2f %12.2f %12.2f %8.1f\n", n, r.ranks,
                 step_s * 1e3, samples, work.compute_s * 1e3, work.codec_s * 1e3, exposed * 1e3,
                 row["bytes_sent_per_rank"].get<double>() / 1e6, row["inter_node_bytes_per_rank"].get<double>() / 1e6,
-                row["cross_leaf_bytes_per_rank"].get<double>() / 1e6, r.wall_s);
+                row[sites ? "inter_site_bytes_per_rank" : "cross_leaf_bytes_per_rank"].get<double>() / 1e6, r.wall_s);
     std::fflush(stdout);
   }
   if (!json.empty()) train::writeFileAtomically(json, rows.dump(1) + "\n");

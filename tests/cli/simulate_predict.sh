@@ -5,7 +5,8 @@
 # config.toml; at the recorded size it stays close to `simulate replay`'s prediction. An
 # AB-training run's groups map to fixed or proportional blocks; a tensor-parallel grid's strided
 # dp groups and bad options are refused with messages naming the problem. A DDP run's allreduces
-# through summing switches on a fat-tree.
+# through summing switches on a fat-tree. On a setting of sites (two sites joined by a 50 ms WAN)
+# the same run pays at least one WAN crossing per step and counts its inter-site bytes.
 set -euo pipefail
 LOWCOMM=$1
 tmp=$(mktemp -d)
@@ -22,6 +23,8 @@ cat "$tmp/ft.txt"
   --algo recorded --json "$tmp/same.json" > /dev/null
 "$LOWCOMM" simulate replay --timeline "$tmp/topk/timeline.json" --setting 2x1@1gbit --plain-links --first-step 1 --steps 3 \
   --json "$tmp/replay.json" > /dev/null
+"$LOWCOMM" simulate predict --timeline "$tmp/topk/timeline.json" --setting '2s1x1@1gbit/100mbit,50ms' --nodes 2,8 \
+  --streams 4 --json "$tmp/sites.json" > /dev/null
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys
 tmp = sys.argv[1]
@@ -43,6 +46,14 @@ same, rep = json.load(open(f"{tmp}/same.json"))[0], json.load(open(f"{tmp}/repla
 assert same["bytes_sent_per_rank"] * rep["steps"] == rep["bytes_sent"][0], (same, rep)
 assert same["compute_s"] < same["predicted_step_s"] <= 1.05 * rep["predicted_step_s"], (same, rep)
 print("ok:", [(r["ranks"], round(r["predicted_step_s"] * 1e3, 2)) for r in ft])
+sites = json.load(open(f"{tmp}/sites.json"))
+assert [(r["ranks"], r["sites"]) for r in sites] == [(2, 2), (8, 2)], sites
+for r in sites:
+    assert r["predicted_step_s"] > r["compute_s"] + 0.025, r  # an allgather across the WAN: >= one way
+    assert 0 < r["inter_site_bytes_per_rank"] <= r["bytes_sent_per_rank"], r
+# 2 ranks: everything crosses; 8 ranks: a rank's allgather goes mostly to its own site's ranks.
+assert sites[0]["inter_site_bytes_per_rank"] == sites[0]["bytes_sent_per_rank"], sites[0]
+assert sites[1]["inter_site_bytes_per_rank"] < sites[1]["bytes_sent_per_rank"], sites[1]
 PY
 bad() {
   local what=$1 want=$2; shift 2
@@ -54,6 +65,8 @@ bad "a topology" "platform.topology" --timeline "$tmp/topk/timeline.json" --topo
 bad "unfilled leaves" "platform.nodes" --timeline "$tmp/topk/timeline.json" --nodes 6 --leaf-size 4
 bad "too many ranks" "at most 4096" --timeline "$tmp/topk/timeline.json" --nodes 1024 --ppn 8
 bad "a missing timeline" "$tmp/none.json" --timeline "$tmp/none.json"
+bad "a setting without sites" "has no sites" --timeline "$tmp/topk/timeline.json" --setting 4x1@1gbit
+bad "nodes that do not split into the sites" "sites" --timeline "$tmp/topk/timeline.json" --setting '2s1x1@1gbit/100mbit,50ms' --nodes 3
 # In-network aggregation on a fat-tree, 2 ranks per node: a DDP run's allreduces go through the
 # leaves and spines; a node's leader alone streams its node's sum, so fewer bytes leave a node than
 # with the ring, and some cross the spine. Refused on a torus.
