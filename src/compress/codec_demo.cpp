@@ -37,7 +37,7 @@ namespace {
 
 constexpr size_t kHeaderBytes = ChunkGeometry::kHeaderBytes;
 constexpr int64_t kDefaultChunk = 64;  // compress.chunk = 0
-constexpr int64_t kMaxChunk = 4096;  // the transform costs `chunk` multiply-adds per value
+constexpr int64_t kMaxChunk = 1024;  // per value `chunk` multiply-adds; the bases hold 2·chunk² floats
 
 // Orthonormal DCT-II basis of length L: rows[k·L + i] = cols[i·L + k] = s_k cos(π(i + ½)k/L).
 // The encoder walks cols (its inner loop over k vectorises), the decoder rows.

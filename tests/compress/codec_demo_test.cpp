@@ -83,7 +83,7 @@ TEST(DemoCodec, DefaultChunkBadParametersAndNonFiniteValues) {
   EXPECT_EQ(demo(1.0 / 64, 0)->maxBytes(64), 12u + 2u + 1u);  // chunk 0 = 64: one 6-bit index
   EXPECT_THROW(demo(0.0, 64), ConfigError);
   EXPECT_THROW(demo(0.1, 1), ConfigError);
-  EXPECT_THROW(demo(0.1, 8192), ConfigError);  // the transform costs `chunk` per value
+  EXPECT_THROW(demo(0.1, 2048), ConfigError);  // the transform costs `chunk` per value, its basis chunk²
   auto c = demo(0.1, 32);
   for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     auto x = randomValues(100, 4);
