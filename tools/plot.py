@@ -105,6 +105,17 @@ def pyplot():
     return plt
 
 
+def save(fig, out, title, dpi=100):
+    """Title, layout and the PNG; a write error is a clear message, not a traceback."""
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    try:
+        fig.savefig(out, dpi=dpi)
+    except OSError as e:
+        fail(f"cannot write {out}: {e.strerror}")
+
+
 def strategy_colours(rows):
     """One colour per strategy, the same in every setting's panels (tab20: up to 20 distinct)."""
     import matplotlib
@@ -147,13 +158,7 @@ def plot_e2e(path, out, title):
             if ax.lines:
                 ax.legend(fontsize=8)
         ax_w.set_xscale("log")
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    try:
-        fig.savefig(out, dpi=100)
-    except OSError as e:
-        fail(f"cannot write {out}: {e.strerror}")
+    save(fig, out, title)
 
 
 def plot_sites_lm(path, out, title):
@@ -184,13 +189,7 @@ def plot_sites_lm(path, out, title):
         if ax.lines:
             ax.legend(fontsize=8)
     axes[2].set_xscale("log")
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    try:
-        fig.savefig(out, dpi=100)
-    except OSError as e:
-        fail(f"cannot write {out}: {e.strerror}")
+    save(fig, out, title)
 
 
 def main():
@@ -251,13 +250,7 @@ def main():
             ax.legend()
         else:
             ax.text(0.5, 0.5, "no eval lines", ha="center", va="center", transform=ax.transAxes)
-    if a.title:
-        fig.suptitle(a.title)
-    fig.tight_layout()
-    try:
-        fig.savefig(a.out, dpi=110)
-    except OSError as e:
-        fail(f"cannot write {a.out}: {e.strerror}")
+    save(fig, a.out, a.title, dpi=110)
 
 
 if __name__ == "__main__":
