@@ -16,6 +16,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'echo "FAIL: flood_e2e.sh line $LINENO exited with status $?" >&2' ERR
 port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
 "$LOWCOMM" launch --nproc 2 --master-port "$port" -- "$LOWCOMM" train --set data.dataset=synthetic \
@@ -36,8 +37,10 @@ while kill -0 "$job" 2>/dev/null; do
     done
   fi
   if [ -n "$rank0" ] && [ -r "/proc/$rank0/status" ]; then
+    # Rank 0 may exit between the test above and these reads: under pipefail a failed `ls` would
+    # end this script silently (CI saw exit 1 with no output), so a vanished process reads as 0.
     t=$(awk '/^Threads:/ {print $2}' "/proc/$rank0/status" 2>/dev/null || echo 0)
-    f=$(ls "/proc/$rank0/fd" 2>/dev/null | wc -l)
+    f=$( (ls "/proc/$rank0/fd" 2>/dev/null || true) | wc -l)
     [ "${t:-0}" -gt "$max_threads" ] && max_threads=$t
     [ "$f" -gt "$max_fds" ] && max_fds=$f
     samples=$((samples + 1))
