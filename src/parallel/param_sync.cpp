@@ -1,5 +1,5 @@
 // Start-of-training consistency: same parameter names and shapes everywhere, then rank 0's
-// values broadcast; and buffer averaging (BatchNorm statistics) before evaluation.
+// values broadcast unless every rank's already hash the same; and buffer averaging (BatchNorm statistics) before evaluation.
 #include <cstring>
 #include <sstream>
 
@@ -43,40 +43,83 @@ void broadcastTensor(comm::Communicator& comm, torch::Tensor t) {
   else comm.broadcast(t.data_ptr(), t.numel() * t.element_size(), comm::DType::u8, 0);
 }
 
-}  // namespace
-
-void checkModel(comm::Communicator& comm, torch::nn::Module& model) {
-  const std::string mine = joined(describe(model));
+// FNV-1a over the parameter names and shapes: equal on ranks that built the same architecture.
+uint64_t shapeHash(torch::nn::Module& model) {
   uint64_t h = 1469598103934665603ull;
-  for (char c : mine) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
-  std::vector<uint64_t> all(comm.size());
-  comm.allgather(&h, all.data(), 1, comm::DType::i64);
-  bool same = true;
-  for (auto x : all) same = same && x == all[0];
-  if (!same) {
-    // Find the first difference against rank 0's description.
-    uint64_t len = mine.size();
-    comm.broadcast(&len, 1, comm::DType::i64, 0);
-    std::string ref(len, '\0');
-    if (comm.rank() == 0) ref = mine;
-    comm.broadcast(ref.data(), len, comm::DType::u8, 0);
-    const auto a = splitLines(ref), b = describe(model);
-    std::string what = "parameter lists differ across ranks";
-    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-      const std::string x = i < a.size() ? a[i] : "<none>", y = i < b.size() ? b[i] : "<none>";
-      if (x != y) {
-        what = "first differing parameter #" + std::to_string(i) + ": rank 0 has '" + x + "', rank " +
-               std::to_string(comm.rank()) + " has '" + y + "'";
-        break;
-      }
-    }
-    if (a == b) what = "rank " + std::to_string(comm.rank()) + " matches rank 0, but another rank differs";
-    throw ConfigError("model mismatch across ranks: " + what);
-  }
+  for (char c : joined(describe(model))) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  return h;
 }
 
+// A 64-bit hash of every parameter's and buffer's bytes, in order (8 bytes a round).
+uint64_t valueHash(torch::nn::Module& model) {
+  uint64_t h = 0x84222325cbf29ce4ull;
+  auto mix = [&h](uint64_t w) {
+    h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 29;
+  };
+  auto add = [&](const torch::Tensor& t0) {
+    const auto t = t0.contiguous();
+    const auto* p = static_cast<const uint8_t*>(t.data_ptr());
+    const size_t n = static_cast<size_t>(t.numel()) * t.element_size();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      mix(w);
+    }
+    for (; i < n; ++i) mix(p[i]);
+    mix(n);
+  };
+  for (const auto& p : model.parameters()) add(p.detach());
+  for (const auto& b : model.buffers()) add(b);
+  return h;
+}
+
+[[noreturn]] void reportMismatch(comm::Communicator& comm, torch::nn::Module& model) {
+  // Find the first difference against rank 0's description.
+  const std::string mine = joined(describe(model));
+  uint64_t len = mine.size();
+  comm.broadcast(&len, 1, comm::DType::i64, 0);
+  std::string ref(len, '\0');
+  if (comm.rank() == 0) ref = mine;
+  comm.broadcast(ref.data(), len, comm::DType::u8, 0);
+  const auto a = splitLines(ref), b = describe(model);
+  std::string what = "parameter lists differ across ranks";
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const std::string x = i < a.size() ? a[i] : "<none>", y = i < b.size() ? b[i] : "<none>";
+    if (x != y) {
+      what = "first differing parameter #" + std::to_string(i) + ": rank 0 has '" + x + "', rank " +
+             std::to_string(comm.rank()) + " has '" + y + "'";
+      break;
+    }
+  }
+  if (a == b) what = "rank " + std::to_string(comm.rank()) + " matches rank 0, but another rank differs";
+  throw ConfigError("model mismatch across ranks: " + what);
+}
+
+// One allgather of (shape hash, value hash) per rank; ConfigError on differing shapes. Returns
+// whether every rank's values hash as rank 0's.
+bool gatherHashes(comm::Communicator& comm, torch::nn::Module& model, bool values) {
+  const uint64_t mine[2] = {shapeHash(model), values ? valueHash(model) : 0};
+  std::vector<uint64_t> all(2 * static_cast<size_t>(comm.size()));
+  comm.allgather(mine, all.data(), 2, comm::DType::i64);
+  bool same_shape = true, same_values = true;
+  for (int r = 0; r < comm.size(); ++r) {
+    same_shape = same_shape && all[2 * r] == all[0];
+    same_values = same_values && all[2 * r + 1] == all[1];
+  }
+  if (!same_shape) reportMismatch(comm, model);
+  return same_values;
+}
+
+}  // namespace
+
+void checkModel(comm::Communicator& comm, torch::nn::Module& model) { gatherHashes(comm, model, false); }
+
 void broadcastModel(comm::Communicator& comm, torch::nn::Module& model) {
-  checkModel(comm, model);
+  // Ranks that built the model from the same seed hold the same values already: across a WAN the
+  // broadcast of a whole model would then be most of a short run's bytes for nothing.
+  if (gatherHashes(comm, model, true)) return;
   torch::NoGradGuard no_grad;
   for (auto& p : model.parameters()) broadcastTensor(comm, p.data());
   for (auto& b : model.buffers()) broadcastTensor(comm, b);

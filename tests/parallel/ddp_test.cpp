@@ -177,6 +177,32 @@ TEST(Ddp, DifferentModelsAreAConfigErrorNamingTheParameter) {
   EXPECT_FALSE(errors[0].empty());
 }
 
+// Ranks that built the same model from the same seed exchange only hashes; a rank whose values
+// differ in one element gets rank 0's whole model.
+TEST(Ddp, BroadcastModelSendsNothingWhenValuesAlreadyMatch) {
+  const int n = 3;
+  const auto modelBytes = [](torch::nn::Module& m) {
+    uint64_t b = 0;
+    for (const auto& p : m.parameters()) b += p.numel() * sizeof(float);
+    return b;
+  };
+  for (bool differ : {false, true}) {
+    auto comms = test::makeComms(n);
+    std::vector<std::shared_ptr<torch::nn::Module>> models{mlp(0), mlp(0), mlp(0)};
+    if (differ) {
+      torch::NoGradGuard g;
+      models[2]->parameters()[1].view({-1})[3] += 1.0f;
+    }
+    test::onRanks(n, [&](int r) { broadcastModel(*comms[r], *models[r]); });
+    const uint64_t sent0 = comms[0]->meter().snapshot().total.bytes_sent;
+    if (differ) EXPECT_GE(sent0, modelBytes(*models[0])) << "rank 0 must send its model";
+    else EXPECT_LE(sent0, 64u * n) << "only the hashes should cross";
+    for (int r = 1; r < n; ++r)
+      for (size_t i = 0; i < models[0]->parameters().size(); ++i)
+        EXPECT_TRUE(torch::equal(models[r]->parameters()[i], models[0]->parameters()[i]));
+  }
+}
+
 TEST(Ddp, TraceRecordsEveryBucket) {
   const int n = 2;
   auto comms = test::makeComms(n);

@@ -126,8 +126,10 @@ class DataParallel {
   DdpStats stats_;
 };
 
-// Checks that every rank of `comm` holds parameters with the same names and shapes, then
-// broadcasts parameters and buffers from rank 0. ConfigError names the first difference.
+// Checks that every rank of `comm` holds parameters with the same names and shapes, then makes
+// every rank's parameters and buffers rank 0's: when a 64-bit hash of all their bytes is rank 0's
+// on every rank (same seed, same build) nothing more is sent, else rank 0 broadcasts them.
+// ConfigError names the first difference in names or shapes.
 void broadcastModel(comm::Communicator& comm, torch::nn::Module& model);
 // Only the check: ConfigError unless every rank has the same parameter names and shapes.
 void checkModel(comm::Communicator& comm, torch::nn::Module& model);
