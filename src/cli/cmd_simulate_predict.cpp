@@ -97,7 +97,8 @@ int simulatePredict(int argc, char** argv) {
   app.add_flag("--ina", base.in_network_aggregation,
                "in-network aggregation: the switches sum every allreduce over several nodes (star: SwitchML-like; fat-tree: leaves and spines, ATP-like; a node's ranks sum in its memory first where they are contiguous)");
   app.add_option("--groups", po.groups,
-                 "sub-group calls (AB-training): fixed (groups keep their size) or proportional (as many groups)")
+                 "sub-group calls (AB-training, DiLoCo): fixed (groups keep their size), proportional (as many groups) or "
+                 "site (the platform's sites are the blocks: DiLoCo's scope = site)")
       ->capture_default_str();
   app.add_option("--compute-speedup", po.compute_speedup,
                  "divide the measured compute and codec time by this (e.g. faster hardware than the recording's)")
@@ -157,6 +158,8 @@ int simulatePredict(int argc, char** argv) {
                     {"ina", p.in_network_aggregation},
                     {"predicted_step_s", step_s}, {"samples_per_s", samples},
                     {"compute_s", work.compute_s}, {"codec_s", work.codec_s}, {"exposed_comm_s", exposed},
+                    {"compute_utilisation", step_s > 0 ? std::min(1.0, work.compute_s / step_s) : 0.0},
+                    {"unsupported_calls", r.unsupported_calls},
                     {"bytes_sent_per_rank", mean(r.bytes_sent) / steps},
                     {"inter_node_bytes_per_rank", mean(r.inter_node_sent) / steps},
                     {"cross_leaf_bytes_per_rank", mean(r.inter_leaf_sent) / steps},

@@ -61,6 +61,8 @@ void OuterExchanges::launch(int f, const std::vector<torch::Tensor>& anchor, con
   if (f == 0)
     for (const auto& b : buffers) fr.buffers.push_back(b.detach().clone());
   fr.pending = true;
+  fr.background = background;
+  fr.launched_at = std::chrono::steady_clock::now();
   auto done = std::make_shared<std::promise<void>>();
   fr.done = done->get_future().share();
   // After a failure the exchanges queued behind it do not run (the communicator is unusable)
@@ -91,8 +93,10 @@ void OuterExchanges::launch(int f, const std::vector<torch::Tensor>& anchor, con
 // Carried Δ through the hook across the groups; each member's share summed into the whole
 // fragment inside the group (the other members' parts are zero, so the sum is exact).
 void OuterExchanges::exchange(Fragment& fr, int lane) {
-  TraceScope span(trace_, "outer-sync", "comm", lane);
   const auto t0 = std::chrono::steady_clock::now();
+  TraceScope span(trace_, "outer-sync", "comm", lane,
+                  {{"fragment", std::to_string(fr.carried.index)},
+                   {"queued_us", std::to_string(std::chrono::duration<double, std::micro>(t0 - fr.launched_at).count())}});
   // Exchanges run one at a time and only they send in phase "outer": the difference is this one's.
   auto outerSent = [this] {
     const auto s = groups_.cross->meter().snapshot();
@@ -135,7 +139,8 @@ OuterExchanges::Landed OuterExchanges::land(int f) {
   auto& fr = frags_[f];
   LC_ENFORCE(fr.pending, "fragment ", f, " lands without an exchange in flight");
   {
-    TraceScope span(trace_, "outer-wait", "comm", 0);
+    TraceScope span(trace_, "outer-wait", "comm", 0,
+                    {{"fragment", std::to_string(f)}, {"background", fr.background ? "1" : "0"}});
     const auto t0 = std::chrono::steady_clock::now();
     fr.pending = false;
     fr.done.get();
@@ -185,6 +190,7 @@ void OuterExchanges::restorePending(int f, const torch::Tensor& flat, const std:
   ready.set_value();
   fr.done = ready.get_future().share();
   fr.pending = true;
+  fr.background = false;
 }
 
 double OuterExchanges::commSeconds() const {

@@ -4,12 +4,15 @@
 // error feedback per fragment), the group then shares what each member brought back, and with
 // fragment 0 the float buffers are averaged over every rank. An exchange runs inline (timeline
 // lane 1) or on a communication thread of its own (lane 3), whose result the strategy waits for
-// when it merges ("outer-wait", lane 0). Fragments' exchanges run in launch order, the same on
+// when it merges ("outer-wait", lane 0). On the timeline an "outer-sync" span carries its
+// "fragment" and "queued_us" (launch to start), an "outer-wait" its "fragment" and "background"
+// (1: it waited for a lane-3 exchange): what the simulator's replay needs to rerun the overlap. Fragments' exchanges run in launch order, the same on
 // every rank; after one fails the later ones do not run and their land() rethrows its failure.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <exception>
 #include <future>
 #include <memory>
@@ -71,6 +74,8 @@ class OuterExchanges {
     std::vector<torch::Tensor> buffers;
     std::shared_future<void> done;
     bool pending = false;             // launched, not landed yet
+    bool background = false;          // the exchange in flight runs on lane 3 (timeline: its land waits for it)
+    std::chrono::steady_clock::time_point launched_at;
   };
   void exchange(Fragment& fr, int lane);
   void addSeconds(double& what, double s);

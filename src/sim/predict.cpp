@@ -40,29 +40,50 @@ comm::AllgatherChoice allgatherAlgo(const CallSpec& c, int members, const Platfo
   return comm::autoAllgather(members, p.ppn, siteBlock(p, members));
 }
 
-// The size at the new world of the group a call of rank 0 ran over (0: the whole world). A group
-// must be the block of ranks 0 .. g-1 (rank 0's block of equal, contiguous groups).
-int groupSize(const CallSpec& c, int recorded_world, const PlatformSpec& p, const std::string& groups) {
+// The group a call of rank 0 ran over, at the new world: `size` ranks (0: the whole world),
+// either the block of `size` contiguous ranks holding the caller (stride 1) or every `stride`-th
+// rank from the caller's position in its block (DiLoCo's cross-site groups: one rank per site).
+struct GroupShape {
+  int size = 0, stride = 1;
+};
+
+// A recorded group must be rank 0's block 0 .. g-1 of equal contiguous blocks, or the ranks
+// 0, s, 2s, .. of a stride s that splits the world evenly.
+GroupShape groupShape(const CallSpec& c, int recorded_world, const PlatformSpec& p, const std::string& groups) {
   const int g = static_cast<int>(c.ranks.size());
-  if (g == 0 || g == recorded_world) return 0;
-  auto refuse = [&](const std::string& why) {
+  if (g == 0 || g == recorded_world) return {};
+  auto refuse = [&](const std::string& why) -> GroupShape {
     throw ConfigError("simulate predict: the timeline has a " + c.op + " of a group of " + std::to_string(g) + " of its " +
                       std::to_string(recorded_world) + " ranks; " + why);
   };
-  for (int i = 0; i < g; ++i)
-    if (c.ranks[i] != i) refuse("only groups of contiguous ranks (rank 0's first) are extrapolated");
-  if (recorded_world % g != 0) refuse("its groups do not split the world evenly");
+  bool block = true, strided = g > 1 && c.ranks[0] == 0 && recorded_world % g == 0;
+  const int s = recorded_world / std::max(g, 1);
+  for (int i = 0; i < g; ++i) {
+    block = block && c.ranks[i] == i;
+    strided = strided && c.ranks[i] == i * s;
+  }
+  if (!block && !strided)
+    return refuse("only groups of contiguous ranks (rank 0's first) or of every s-th rank from rank 0 are extrapolated");
+  if (recorded_world % g != 0) return refuse("its groups do not split the world evenly");
   const int n = p.world();
+  // Blocks of b ranks at the new world: a contiguous group is one, a strided one takes a rank of each.
+  auto shape = [&](int b) -> GroupShape { return block ? GroupShape{b, 1} : GroupShape{n / b, b}; };
+  const int recorded_block = block ? g : s;
   if (groups == "fixed") {
-    if (n % g != 0) refuse("--groups fixed needs a world of a multiple of " + std::to_string(g) + " ranks");
-    return g;
+    if (n % recorded_block != 0)
+      return refuse("--groups fixed needs a world of a multiple of " + std::to_string(recorded_block) + " ranks");
+    return shape(recorded_block);
   }
   if (groups == "proportional") {
-    const int count = recorded_world / g;
-    if (n % count != 0) refuse("--groups proportional needs a world of a multiple of " + std::to_string(count) + " ranks");
-    return n / count;
+    const int count = recorded_world / recorded_block;
+    if (n % count != 0) return refuse("--groups proportional needs a world of a multiple of " + std::to_string(count) + " ranks");
+    return shape(n / count);
   }
-  throw ConfigError("simulate predict: --groups '" + groups + "': expected fixed or proportional");
+  if (groups == "site") {
+    if (p.sites < 2) return refuse("--groups site needs a platform of sites (--setting SsNxP@...)");
+    return shape(p.siteRanks());
+  }
+  throw ConfigError("simulate predict: --groups '" + groups + "': expected fixed, proportional or site");
 }
 
 // `c` at the new world, over the whole world or (members < world) over the caller's group, whose
@@ -110,16 +131,16 @@ std::vector<RankProgram> extrapolate(const RankProgram& rank0, int recorded_worl
     throw ConfigError("simulate predict: --compute-speedup must be positive, got " + std::to_string(opts.compute_speedup));
   const int n = platform.world();
   RankProgram p = rank0;
-  std::vector<int> group(p.calls.size(), 0);  // per call: its group's size at the new world (0: the world)
+  std::vector<GroupShape> group(p.calls.size());  // per call: its group at the new world
   bool grouped = false;
   for (size_t i = 0; i < p.calls.size(); ++i) {
     if (p.calls[i].p2p())
       throw ConfigError("simulate predict: the timeline has point-to-point calls (" + p.calls[i].op +
                         ": pipeline stages or gossip), which rank 0's program cannot stand for on other ranks; "
                         "`simulate replay` runs such a timeline at its own size");
-    group[i] = groupSize(p.calls[i], recorded_world, platform, opts.groups);
-    grouped = grouped || group[i] > 0;
-    p.calls[i] = rescale(p.calls[i], recorded_world, group[i] > 0 ? group[i] : n, platform, opts);
+    group[i] = groupShape(p.calls[i], recorded_world, platform, opts.groups);
+    grouped = grouped || group[i].size > 0;
+    p.calls[i] = rescale(p.calls[i], recorded_world, group[i].size > 0 ? group[i].size : n, platform, opts);
   }
   auto faster = [&opts](std::vector<ReplayItem>& items) {
     for (auto& it : items)
@@ -127,14 +148,17 @@ std::vector<RankProgram> extrapolate(const RankProgram& rank0, int recorded_worl
   };
   faster(p.main);
   for (auto& b : p.buckets) faster(b);
+  for (auto& b : p.background) faster(b);
   std::vector<RankProgram> out(static_cast<size_t>(n), p);
   if (!grouped) return out;
-  for (int r = 0; r < n; ++r)  // each rank's calls of a group name its own block
+  for (int r = 0; r < n; ++r)  // each rank's calls of a group name its own group
     for (size_t i = 0; i < group.size(); ++i) {
-      if (group[i] == 0) continue;
+      const GroupShape& gs = group[i];
+      if (gs.size == 0) continue;
       auto& ranks = out[r].calls[i].ranks;
-      ranks.resize(group[i]);
-      for (int k = 0; k < group[i]; ++k) ranks[k] = r / group[i] * group[i] + k;
+      ranks.resize(gs.size);
+      for (int k = 0; k < gs.size; ++k)
+        ranks[k] = gs.stride == 1 ? r / gs.size * gs.size + k : r % gs.stride + k * gs.stride;
     }
   return out;
 }

@@ -1,5 +1,5 @@
-// replay (lowcomm/sim/replay.h): every rank's compute thread and communication thread as two
-// SimGrid actors on the rank's host.
+// replay (lowcomm/sim/replay.h): every rank's compute thread, communication thread and background
+// thread (DiLoCo's streamed exchanges) as three SimGrid actors on the rank's host.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -77,7 +77,7 @@ void runOne(Shared& sh, int rank, int thread, const CallSpec& c) {
   else runGroupCall(sh, rank, thread, c);
 }
 
-// `thread`: 0 the rank's compute thread, 1 its communication thread.
+// `thread`: 0 the rank's compute thread, 1 its communication thread, 2 its background thread.
 void runItems(Shared& sh, int rank, int thread, const std::vector<ReplayItem>& items) {
   const RankProgram& prog = sh.programs[rank];
   RankState& st = sh.state[rank];
@@ -93,6 +93,10 @@ void runItems(Shared& sh, int rank, int thread, const std::vector<ReplayItem>& i
         break;
       case ReplayItem::wait_buckets:
         while (st.done < st.launches) st.finished->acquire();  // stale releases only loop once more
+        break;
+      case ReplayItem::launch_bg: st.bg_launched->release(); break;
+      case ReplayItem::wait_bg:
+        while (st.bg_done <= it.index) st.bg_finished->acquire();
         break;
       case ReplayItem::step_begin:
         st.step_start = sg4::Engine::get_clock();
@@ -113,6 +117,16 @@ void commThread(Shared& sh, int rank) {
     runItems(sh, rank, 1, bucket);
     ++st.done;
     st.finished->release();
+  }
+}
+
+void backgroundThread(Shared& sh, int rank) {
+  RankState& st = sh.state[rank];
+  for (const auto& exchange : sh.programs[rank].background) {
+    st.bg_launched->acquire();
+    runItems(sh, rank, 2, exchange);
+    ++st.bg_done;
+    st.bg_finished->release();
   }
 }
 
@@ -155,11 +169,13 @@ nlohmann::json runReplay(const PlatformSpec& p, const std::vector<RankProgram>& 
                        [&, r] { guarded(r, "compute thread", [&] { runItems(sh, r, 0, programs[r].main); }); });
     sg4::Actor::create("comm" + std::to_string(r), host_of[r],
                        [&, r] { guarded(r, "communication thread", [&] { commThread(sh, r); }); });
+    sg4::Actor::create("bg" + std::to_string(r), host_of[r],
+                       [&, r] { guarded(r, "background thread", [&] { backgroundThread(sh, r); }); });
   }
   plat.engine->run();
   if (!sh.error.empty()) throw Error("simulate replay: " + sh.error);
-  if (finished != 2 * n)
-    throw Error("simulate replay: the simulation stopped with " + std::to_string(2 * n - finished) +
+  if (finished != 3 * n)
+    throw Error("simulate replay: the simulation stopped with " + std::to_string(3 * n - finished) +
                 " of the ranks' threads waiting for messages that never come (a deadlock)");
   nlohmann::json steps = nlohmann::json::array();
   nlohmann::json cycles = nlohmann::json::array();

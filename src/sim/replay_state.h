@@ -39,8 +39,12 @@ struct RankState {
   sg4::SemaphorePtr launched = sg4::Semaphore::create(0);
   sg4::SemaphorePtr finished = sg4::Semaphore::create(0);
   int launches = 0, done = 0;
+  // The background thread's (DiLoCo's outer exchanges): launched, and how many have ended.
+  sg4::SemaphorePtr bg_launched = sg4::Semaphore::create(0);
+  sg4::SemaphorePtr bg_finished = sg4::Semaphore::create(0);
+  int bg_done = 0;
   std::map<std::string, uint32_t> calls_in_group;  // the next call's number, per group
-  int coarse_calls[2] = {0, 0};  // per thread (0: compute, 1: communication)
+  int coarse_calls[3] = {0, 0, 0};  // per thread (0: compute, 1: communication, 2: background)
   std::vector<double> step_s;
   double step_start = 0, first_begin = -1, last_end = 0;
 };
@@ -69,7 +73,8 @@ struct CallBytes {
   double node_s = 0;  // time in node-memory steps
 };
 
-// The sequence number of `rank`'s next call of c's group on `thread` (0 compute, 1 communication):
+// The sequence number of `rank`'s next call of c's group on `thread` (0 compute, 1 communication,
+// 2 background):
 // calls of different groups must not share slots, so the group's number goes into it; nor the
 // calls of the two threads, which a run makes on communicators of their own (DDP's buckets on a
 // split of the world's) and which the replay interleaves by simulated time, not as recorded.

@@ -136,6 +136,48 @@ struct Point {
   ReplayItem item;
 };
 
+// What a communication thread ran for one span of it (a bucket, an outer exchange): the calls
+// of `calls` inside the span, the time between them as sleeps; the calls taken go into `used`.
+std::vector<ReplayItem> spanItems(const Ev& span, const std::vector<const Ev*>& calls, RankProgram& prog,
+                                  std::set<const Ev*>& used, const std::string& path) {
+  std::vector<ReplayItem> items;
+  double at = span.ts;
+  for (const Ev* c : calls) {
+    if (c->ts < span.ts || c->end() > span.end()) continue;
+    if (c->ts > at) items.push_back({ReplayItem::sleep, (c->ts - at) * 1e-6});
+    prog.calls.push_back(callOf(*c, path));
+    items.push_back({ReplayItem::call, 0, static_cast<int>(prog.calls.size()) - 1});
+    at = c->end();
+    used.insert(c);
+  }
+  if (span.end() > at) items.push_back({ReplayItem::sleep, (span.end() - at) * 1e-6});
+  return items;
+}
+
+// When a span of a communication thread was queued: its start less its "queued_us".
+double queuedAt(const Ev& e) { return e.ts - std::stod(arg(e, "queued_us", "0")); }
+
+// DiLoCo's exchanges on lane 3 and the compute thread's waits for them pair up in order (one
+// wait each, in launch order): those launched in [t0, t1] become launch_bg points and background
+// programs, and the waits for them wait_bg points numbered among them.
+void addBackground(const std::vector<const Ev*>& exchanges, const std::vector<const Ev*>& waits,
+                   const std::vector<const Ev*>& calls, double t0, double t1, RankProgram& prog,
+                   std::vector<Point>& points, std::set<const Ev*>& used, const std::string& path) {
+  size_t first = exchanges.size();
+  for (size_t k = 0; k < exchanges.size(); ++k) {
+    const double at = queuedAt(*exchanges[k]);
+    if (at < t0 || at > t1) continue;
+    first = std::min(first, k);
+    points.push_back({at, at, {ReplayItem::launch_bg}});
+    prog.background.push_back(spanItems(*exchanges[k], calls, prog, used, path));
+  }
+  for (size_t m = 0; m < waits.size(); ++m) {
+    const Ev& w = *waits[m];
+    if (m < first || m >= first + prog.background.size() || w.ts < t0 || w.end() > t1) continue;
+    points.push_back({w.ts, w.end(), {ReplayItem::wait_bg, 0, static_cast<int>(m - first)}});
+  }
+}
+
 RankProgram programOf(const std::vector<Ev>& evs, const ReplayOptions& opts, const std::string& path, int rank,
                       size_t* step_count) {
   std::vector<const Ev*> steps;
@@ -163,7 +205,7 @@ RankProgram programOf(const std::vector<Ev>& evs, const ReplayOptions& opts, con
     points.push_back({steps[s]->end(), steps[s]->end(), {ReplayItem::step_end}});
     prog.measured_step_s.push_back(steps[s]->dur * 1e-6);
   }
-  std::vector<const Ev*> buckets, lane1_calls;
+  std::vector<const Ev*> buckets, lane1_calls, exchanges, bg_waits, lane3_calls;
   for (const auto& e : evs) {
     const bool call = e.cat == "collective" || e.cat == "p2p";
     if (e.lane == 0 && e.ts >= t0 && e.end() <= t1) {
@@ -175,16 +217,21 @@ RankProgram programOf(const std::vector<Ev>& evs, const ReplayOptions& opts, con
       }
     }
     if (e.lane == 1 && e.cat == "comm" && e.name.rfind("bucket", 0) == 0) {
-      const double ready = e.ts - std::stod(arg(e, "queued_us", "0"));
+      const double ready = queuedAt(e);
       if (ready >= t0 && ready <= t1) {
         buckets.push_back(&e);
         points.push_back({ready, ready, {ReplayItem::launch}});
       }
     }
     if (e.lane == 1 && call && e.ts >= t0 && e.end() <= t1) lane1_calls.push_back(&e);
+    if (e.lane == 3 && e.cat == "comm" && e.name == "outer-sync") exchanges.push_back(&e);
+    if (e.lane == 3 && call && e.ts >= t0 && e.end() <= t1) lane3_calls.push_back(&e);
+    if (e.lane == 0 && e.cat == "comm" && e.name == "outer-wait" && arg(e, "background") == "1") bg_waits.push_back(&e);
     if (e.lane > 1 && e.cat == "p2p" && e.ts >= t0 && e.end() <= t1)
       throw ConfigError(unreplayable(path, rank, e));
   }
+  std::set<const Ev*> used;
+  addBackground(exchanges, bg_waits, lane3_calls, t0, t1, prog, points, used, path);
   // Markers at one instant: a step ends before the next begins, launches come before a wait.
   std::stable_sort(points.begin(), points.end(), [](const Point& a, const Point& b) { return a.at < b.at; });
   double cursor = t0;
@@ -193,26 +240,12 @@ RankProgram programOf(const std::vector<Ev>& evs, const ReplayOptions& opts, con
     prog.main.push_back(p.item);
     cursor = std::max(cursor, p.end);
   }
-  std::set<const Ev*> used;
-  for (const Ev* b : buckets) {
-    std::vector<ReplayItem> items;
-    double at = b->ts;
-    for (const Ev* c : lane1_calls) {
-      if (c->ts < b->ts || c->end() > b->end()) continue;
-      if (c->ts > at) items.push_back({ReplayItem::sleep, (c->ts - at) * 1e-6});
-      prog.calls.push_back(callOf(*c, path));
-      items.push_back({ReplayItem::call, 0, static_cast<int>(prog.calls.size()) - 1});
-      at = c->end();
-      used.insert(c);
-    }
-    if (b->end() > at) items.push_back({ReplayItem::sleep, (b->end() - at) * 1e-6});
-    prog.buckets.push_back(std::move(items));
-  }
-  // A collective outside a bucket is counted and skipped; a skipped message would leave its
-  // peer's matching call waiting forever, so it is an error.
+  for (const Ev* b : buckets) prog.buckets.push_back(spanItems(*b, lane1_calls, prog, used, path));
+  // A collective outside a bucket (or an exchange) is counted and skipped; a skipped message
+  // would leave its peer's matching call waiting forever, so it is an error.
   for (const Ev* c : lane1_calls)
     if (c->cat == "p2p" && !used.count(c)) throw ConfigError(unreplayable(path, rank, *c));
-  prog.unsupported_calls = static_cast<int>(lane1_calls.size() - used.size());
+  prog.unsupported_calls = static_cast<int>(lane1_calls.size() + lane3_calls.size() - used.size());
   return prog;
 }
 

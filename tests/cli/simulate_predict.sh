@@ -3,8 +3,9 @@
 # values and indices) predicted on fat-trees of 2, 4 and 8 nodes and a torus; each rank's payload
 # stays what it was while the gathered total grows with the world; samples/s comes from the run's
 # config.toml; at the recorded size it stays close to `simulate replay`'s prediction. An
-# AB-training run's groups map to fixed or proportional blocks; a tensor-parallel grid's strided
-# dp groups and bad options are refused with messages naming the problem. A DDP run's allreduces
+# AB-training run's groups map to fixed or proportional blocks, a tensor-parallel grid's strided
+# dp groups to every s-th rank; bad options are refused with messages naming the problem. A
+# streaming DiLoCo run across two sites is predicted with its sites as the groups. A DDP run's allreduces
 # through summing switches on a fat-tree. On a setting of sites (two sites joined by a 50 ms WAN)
 # the same run pays at least one WAN crossing per step and counts its inter-site bytes.
 set -euo pipefail
@@ -99,12 +100,47 @@ import json, sys
 f, p = (json.load(open(f"{sys.argv[1]}/ab_{g}.json"))[0] for g in ("fixed", "proportional"))
 assert f["ranks"] == p["ranks"] == 16 and 0 < f["bytes_sent_per_rank"] < p["bytes_sent_per_rank"], (f, p)
 PY
-bad "a bad --groups" "expected fixed or proportional" --timeline "$tmp/ab/timeline.json" --first-step 3 --groups some
-# A (dp, tp) = (2, 2) grid's dp axis is strided ({0, 2}, {1, 3}): refused.
+bad "a bad --groups" "expected fixed, proportional or site" --timeline "$tmp/ab/timeline.json" --first-step 3 --groups some
+bad "--groups site without sites" "needs a platform of sites" --timeline "$tmp/ab/timeline.json" --first-step 3 --groups site
+# A (dp, tp) = (2, 2) grid: tp blocks {0, 1}, {2, 3} and a strided dp axis {0, 2}, {1, 3}: at 8
+# ranks with fixed groups a grid of 4 x 2.
 corpus=$(ls -d /usr/lib/python3.*/ | sed -n 1p)
 "$LOWCOMM" train --nproc 4 --set model.name=gpt --set data.dataset=text --set data.dir="$corpus" --set data.glob="*.py" \
   --set model.layers=1 --set model.dim=32 --set model.heads=2 --set model.seq_len=16 --set data.batch_size=2 \
   --set data.test_limit=16 --set schedule.max_steps=3 --set parallel.tp=2 --set logging.progress=false \
   --set logging.out_dir="$tmp/grid" --timeline "$tmp/grid/timeline.json" > "$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
-bad "a grid's strided dp axis" "only groups of contiguous ranks" --timeline "$tmp/grid/timeline.json" --nodes 8
+"$LOWCOMM" simulate predict --timeline "$tmp/grid/timeline.json" --nodes 8 --json "$tmp/grid.json" > /dev/null
+/usr/bin/python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))[0]; assert r["ranks"] == 8 and r["bytes_sent_per_rank"] > 0, r' \
+  "$tmp/grid.json"
+# Streaming DiLoCo across 2 sites of 2 (LOWCOMM_SITE, torchrun-style workers): DDP inside a site,
+# the fragments' outer exchanges on their own thread over ranks {0, 2} and {1, 3}. Predicted with
+# --groups site on 2 and 4 nodes per site: the exchanges run behind the compute (none skipped),
+# cross the WAN, and each rank's inter-site bytes stay about the same (one peer across at any size).
+export LOWCOMM_JOB_TOKEN=predict-e2e-$$-0123456789 MASTER_ADDR=127.0.0.1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=1 LOCAL_RANK=0
+export MASTER_PORT=$((20000 + ($$ + 7) % 20000))
+pids=()
+for r in 0 1 2 3; do
+  RANK=$r LOWCOMM_SITE=$((r / 2)) timeout 120 "$LOWCOMM" train "${common[@]}" --set strategy.name=diloco \
+    --set diloco.scope=site --set diloco.period=4 --set diloco.fragments=2 --set diloco.overlap_steps=1 \
+    --set logging.out_dir="$tmp/streaming" --timeline "$tmp/streaming/timeline.json" > "$tmp/w$r.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || { tail -5 "$tmp"/w*.log; echo "FAIL: a streaming worker failed"; exit 1; }; done
+unset LOWCOMM_JOB_TOKEN MASTER_ADDR MASTER_PORT WORLD_SIZE LOCAL_WORLD_SIZE LOCAL_RANK
+grep -q '"outer-sync"' "$tmp/streaming/timeline.json" || { echo "FAIL: no outer exchange on the timeline"; exit 1; }
+"$LOWCOMM" simulate predict --timeline "$tmp/streaming/timeline.json" --setting '2s2x1@1gbit/100mbit,50ms' \
+  --nodes 4,8 --groups site --json "$tmp/streaming.json" > "$tmp/streaming.txt" || { cat "$tmp/streaming.txt"; exit 1; }
+/usr/bin/python3 - "$tmp/streaming.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [(r["ranks"], r["sites"]) for r in rows] == [(4, 2), (8, 2)], rows
+for r in rows:
+    assert r["unsupported_calls"] == 0, r
+    assert r["inter_site_bytes_per_rank"] > 0 and 0 < r["compute_utilisation"] <= 1, r
+a, b = (r["inter_site_bytes_per_rank"] for r in rows)
+assert 0.5 * a < b < 2 * a, (a, b)
+print("ok: streaming DiLoCo predicted", [(r["ranks"], round(r["predicted_step_s"] * 1e3, 2)) for r in rows])
+PY
+"$LOWCOMM" simulate predict --timeline "$tmp/streaming/timeline.json" --setting '2s2x1@1gbit/100mbit,50ms' \
+  --nodes 8 --groups fixed --json /dev/null > /dev/null
 echo "simulate_predict: passed"

@@ -3,8 +3,9 @@
 // ring's bytes per rank follow 2(n-1)/n of the buffer at every size; a fat-tree's
 // oversubscription slows halving-doubling (whose far steps cross the spine) but not the ring
 // (whose neighbours share a leaf); the compute/codec split comes from the recorded durations;
-// AB-training's group calls map to each rank's own block, fixed or proportional; strided groups
-// and worlds past the communicator's limit are errors.
+// AB-training's group calls map to each rank's own block, fixed or proportional; groups neither
+// contiguous nor evenly strided (streamed_replay_test.cpp has the strided ones), and worlds past
+// the communicator's limit, are errors.
 #include <gtest/gtest.h>
 
 #include <cstdint>

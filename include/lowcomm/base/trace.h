@@ -45,16 +45,18 @@ class Trace {
 // Records [construction, destruction) as one event when the trace is non-null and enabled.
 class TraceScope {
  public:
-  TraceScope(Trace* t, std::string name, std::string cat, int lane)
-      : t_(t), name_(std::move(name)), cat_(std::move(cat)), lane_(lane), start_(Trace::Clock::now()) {}
+  TraceScope(Trace* t, std::string name, std::string cat, int lane, std::map<std::string, std::string> args = {})
+      : t_(t), name_(std::move(name)), cat_(std::move(cat)), lane_(lane), args_(std::move(args)),
+        start_(Trace::Clock::now()) {}
   ~TraceScope() {
-    if (t_ && t_->enabled()) t_->complete(name_, cat_, lane_, start_, Trace::Clock::now());
+    if (t_ && t_->enabled()) t_->complete(name_, cat_, lane_, start_, Trace::Clock::now(), std::move(args_));
   }
 
  private:
   Trace* t_;
   std::string name_, cat_;
   int lane_;
+  std::map<std::string, std::string> args_;
   Trace::Clock::time_point start_;
 };
 

@@ -4,9 +4,10 @@
 //
 // What carries over: per-step compute, DDP's bucket order and overlap, codec time and payloads
 // (PowerSGD's factors, top-k's values and indices: the same per rank at any world size), the
-// collectives over the whole world, and those of equal contiguous groups (AB-training's; see
-// PredictOptions::groups). What does not: other sub-groups (a model-parallel grid's axes, which
-// are strided; ConfigError); point-to-point traffic (pipelines, gossip, the parameter server),
+// collectives over the whole world, those of equal contiguous groups (AB-training's, DiLoCo's
+// sites) and of every s-th rank (DiLoCo's cross-site groups; see PredictOptions::groups), and
+// DiLoCo's outer exchanges behind the compute (RankProgram::background). What does not: other
+// sub-groups (ConfigError); point-to-point traffic (pipelines, gossip, the parameter server),
 // which the timeline does not record.
 #pragma once
 
@@ -29,9 +30,12 @@ struct PredictOptions {
   // Divides every recorded duration besides the collectives (compute, codecs): "what if the
   // ranks computed this much faster" (e.g. accelerators instead of this machine's cores).
   double compute_speedup = 1;
-  // A call of a sub-group (AB-training's groups; recorded on rank 0 over ranks 0 .. g-1): at the
-  // new world every rank runs it over its own block of "fixed" g ranks (more groups), or of
-  // "proportional" g x world / recorded world ranks (as many groups as recorded).
+  // A call of a sub-group, recorded on rank 0 over a block 0 .. g-1 (AB-training's groups,
+  // DiLoCo's sites) or over every s-th rank 0, s, 2s, .. (DiLoCo's cross-site groups: one rank
+  // of each block of s): at the new world the blocks are of "fixed" g (or s) ranks (more blocks),
+  // "proportional" g x world / recorded world ranks (as many blocks as recorded), or "site": the
+  // platform's sites (ranks per site); every rank runs the call over its own block, or over the
+  // ranks at its position in every block.
   std::string groups = "fixed";
   // Hier allreduces run each node's part in shared memory in pieces of this size when they were
   // not recorded with one (the communicator's default with comm.shm = auto:

@@ -8,6 +8,10 @@
 // same dependencies: a bucket's calls start once it was ready and the communication thread is
 // free; "wait for gradients" waits for every bucket launched so far.
 //
+// DiLoCo's outer exchanges that ran on their own thread (lane 3, "outer-sync") run on a third
+// actor per rank, launched when the strategy queued them, and the compute thread waits for one
+// where it waited on the timeline ("outer-wait" with background 1).
+//
 // What is not replayed (counted in `unsupported`): point-to-point traffic (send/recv/exchange:
 // pipeline, gossip, the parameter server), which the timeline does not record.
 #pragma once
@@ -50,16 +54,20 @@ struct CallSpec {
 };
 
 // A rank's program. main: the compute thread; buckets: what the communication thread ran for
-// each bucket, in launch order.
+// each bucket, in launch order; background: what a second communication thread ran for each
+// exchange launched to run behind the compute (DiLoCo's streamed outer syncs, timeline lane 3),
+// in launch order. launch_bg starts the next background exchange; wait_bg waits until the one
+// numbered `index` (0-based among the program's background exchanges) and all before it are done.
 struct ReplayItem {
-  enum Kind { sleep, call, launch, wait_buckets, step_begin, step_end } kind = sleep;
+  enum Kind { sleep, call, launch, wait_buckets, step_begin, step_end, launch_bg, wait_bg } kind = sleep;
   double seconds = 0;  // sleep
-  int index = -1;      // call: index into RankProgram::calls
+  int index = -1;      // call: index into RankProgram::calls; wait_bg: the exchange waited for
 };
 
 struct RankProgram {
   std::vector<ReplayItem> main;
-  std::vector<std::vector<ReplayItem>> buckets;  // sleep and call items
+  std::vector<std::vector<ReplayItem>> buckets;     // sleep and call items
+  std::vector<std::vector<ReplayItem>> background;  // sleep and call items
   std::vector<CallSpec> calls;
   std::vector<double> measured_step_s;  // the replayed steps' durations in the timeline
   int unsupported_calls = 0;            // collectives on the communication thread outside a bucket
