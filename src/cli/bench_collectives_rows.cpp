@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "lowcomm/base/atomic_file.h"
 #include "lowcomm/base/error.h"
 
 namespace lowcomm::cli {
@@ -43,14 +44,7 @@ void writeRowsJson(const std::string& path, const std::vector<CollectiveRow>& ro
     arr.back()["congestion_control"] = r.congestion_control;
     if (r.round_us.size() > 1) arr.back()["round_time_us"] = r.round_us, arr.back()["round_position"] = r.round_pos;
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f) throw ConfigError("cannot write --json file '" + path + "'");
-    f << arr.dump(1) << "\n";
-    if (!f.flush()) throw ConfigError("cannot write --json file '" + path + "'");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError("cannot rename '" + tmp + "' to '" + path + "'");
+  writeFileAtomically(path, arr.dump(1) + "\n");
 }
 
 }  // namespace lowcomm::cli

@@ -17,6 +17,7 @@
 #include "bench_options.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "lowcomm/base/atomic_file.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/communicator.h"
 #include "lowcomm/sim/calibrate.h"
@@ -170,11 +171,7 @@ int simulateCollectives(int argc, char** argv) {
     }
   }
   if (!json.empty()) {
-    const std::string tmp = json + ".tmp";
-    std::ofstream f(tmp);
-    if (!f || !(f << rows.dump(1) << "\n") || !f.flush()) throw ConfigError("cannot write --json file '" + json + "'");
-    f.close();
-    if (std::rename(tmp.c_str(), json.c_str()) != 0) throw ConfigError("cannot write --json file '" + json + "'");
+    writeFileAtomically(json, rows.dump(1) + "\n");
   }
   return 0;
 }

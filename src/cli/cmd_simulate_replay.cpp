@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "lowcomm/base/atomic_file.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/sim/calibrate.h"
 #include "lowcomm/sim/replay.h"
@@ -104,11 +105,7 @@ struct WireModel {
 
 void writeJson(const std::string& path, const nlohmann::json& j) {
   if (path.empty()) return;
-  const std::string tmp = path + ".tmp";
-  std::ofstream f(tmp);
-  if (!f || !(f << j.dump(1) << "\n") || !f.flush()) throw ConfigError("cannot write --json file '" + path + "'");
-  f.close();
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError("cannot write --json file '" + path + "'");
+  writeFileAtomically(path, j.dump(1) + "\n");
 }
 
 void addReplayOptions(CLI::App& app, sim::ReplayOptions& o, Links& links) {

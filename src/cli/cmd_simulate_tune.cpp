@@ -11,6 +11,7 @@
 
 #include "bench_options.h"
 #include "cli_util.h"
+#include "lowcomm/base/atomic_file.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/sim/calibrate.h"
 #include "lowcomm/sim/tune.h"
@@ -21,12 +22,7 @@ namespace lowcomm::cli {
 namespace {
 
 void writeTable(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f || !(f << text) || !f.flush()) throw ConfigError("cannot write tuning file '" + tmp + "'");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError("cannot rename '" + tmp + "' to '" + path + "'");
+  writeFileAtomically(path, text);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "lowcomm/base/atomic_file.h"
 #include "lowcomm/base/error.h"
 
 namespace lowcomm::launch {
@@ -94,13 +95,7 @@ void reportWire(const LaunchOptions& opts, const Cluster& cluster, const std::ve
     j << ",\n \"inter_site_tx_bytes\": " << inter_site << ",\n \"wan_cpu_s\": " << wan_cpu_s
       << ",\n \"sites\": " << sitesJson(cluster, delta, wan);
   j << "\n}\n";
-  const std::string tmp = opts.wire_json + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!(f << j.str()) || !f.flush()) throw ConfigError("cannot write wire bytes to '" + opts.wire_json + "'");
-  }
-  if (std::rename(tmp.c_str(), opts.wire_json.c_str()) != 0)
-    throw ConfigError("cannot rename '" + tmp + "' to '" + opts.wire_json + "'");
+  writeFileAtomically(opts.wire_json, j.str());
 }
 
 }  // namespace lowcomm::launch

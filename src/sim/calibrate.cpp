@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 
+#include "lowcomm/base/atomic_file.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/algorithm_table.h"
 #include "lowcomm/sim/collectives.h"
@@ -214,12 +215,7 @@ void saveCalibration(const std::string& path, const std::string& setting, const 
               {"wan_rtt_s", c.platform.wan_rtt_s}, {"wan_rtt_extra_s", c.platform.wan_rtt_extra_s},
               {"wan_loss", c.platform.wan_loss}, {"stream_c", c.platform.stream_c}, {"mss_bytes", c.platform.mss_bytes},
               {"loss_exponent", c.platform.loss_exponent}});
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f || !(f << j.dump(1) << "\n") || !f.flush()) throw ConfigError("cannot write calibration '" + path + "'");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError("cannot write calibration '" + path + "'");
+  writeFileAtomically(path, j.dump(1) + "\n");
 }
 
 PlatformSpec loadCalibration(const std::string& path) {

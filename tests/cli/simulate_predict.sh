@@ -142,5 +142,5 @@ assert 0.5 * a < b < 2 * a, (a, b)
 print("ok: streaming DiLoCo predicted", [(r["ranks"], round(r["predicted_step_s"] * 1e3, 2)) for r in rows])
 PY
 "$LOWCOMM" simulate predict --timeline "$tmp/streaming/timeline.json" --setting '2s2x1@1gbit/100mbit,50ms' \
-  --nodes 8 --groups fixed --json /dev/null > /dev/null
+  --nodes 8 --groups fixed --json "$tmp/streaming_fixed.json" > /dev/null
 echo "simulate_predict: passed"

@@ -7,6 +7,8 @@
 // file. Loading a truncated, foreign or mismatched file throws DataError naming the file.
 #pragma once
 
+#include "lowcomm/base/atomic_file.h"
+
 #include <torch/torch.h>
 
 #include <functional>
@@ -69,14 +71,9 @@ std::vector<int64_t> pruneCheckpoints(const std::string& dir, int rank, int64_t 
 // name -> tensor dict pickled for Python: torch.load(path) returns {"stem.weight": tensor, ...}.
 void savePythonStateDict(const std::string& path, torch::nn::Module& model);
 
-// Writes bytes to path through a temp file + fsync + rename (+ fsync of the directory). Every
-// call is checked: a failure (disk full, permissions, an I/O error) throws IoError naming the file
-// and the call; the temp file is removed and `path` keeps its previous content.
-void writeFileAtomically(const std::string& path, const std::string& bytes);
-// The same for content produced piece by piece: `fill` calls the sink with each piece, in order,
-// and nothing is buffered in memory (a checkpoint is written as the archive serialises it). After
-// a failed write the sink ignores further pieces; the error is thrown once `fill` returns.
-using FileSink = std::function<void(const void* data, size_t bytes)>;
-void writeFileAtomicallyWith(const std::string& path, const std::function<void(const FileSink&)>& fill);
+// Checkpoints, metrics and summaries are written with lowcomm/base/atomic_file.h.
+using ::lowcomm::FileSink;
+using ::lowcomm::writeFileAtomically;
+using ::lowcomm::writeFileAtomicallyWith;
 
 }  // namespace lowcomm::train
