@@ -158,22 +158,25 @@ std::vector<ReplayItem> spanItems(const Ev& span, const std::vector<const Ev*>& 
 double queuedAt(const Ev& e) { return e.ts - std::stod(arg(e, "queued_us", "0")); }
 
 // DiLoCo's exchanges on lane 3 and the compute thread's waits for them pair up in order (one
-// wait each, in launch order): those launched in [t0, t1] become launch_bg points and background
-// programs, and the waits for them wait_bg points numbered among them.
+// wait each, in launch order). Those launched in (from, t1] become launch_bg points and
+// background programs, and the waits for them wait_bg points numbered among them. `from` is the
+// end of the step before the first replayed one: an exchange queued between two steps belongs to
+// the later one on every rank, whichever side of its step's start one rank's clock put it (a
+// rank that skipped an exchange its peers run would leave them waiting: a deadlock).
 void addBackground(const std::vector<const Ev*>& exchanges, const std::vector<const Ev*>& waits,
-                   const std::vector<const Ev*>& calls, double t0, double t1, RankProgram& prog,
+                   const std::vector<const Ev*>& calls, double from, double t1, RankProgram& prog,
                    std::vector<Point>& points, std::set<const Ev*>& used, const std::string& path) {
   size_t first = exchanges.size();
   for (size_t k = 0; k < exchanges.size(); ++k) {
     const double at = queuedAt(*exchanges[k]);
-    if (at < t0 || at > t1) continue;
+    if (at <= from || at > t1) continue;
     first = std::min(first, k);
     points.push_back({at, at, {ReplayItem::launch_bg}});
     prog.background.push_back(spanItems(*exchanges[k], calls, prog, used, path));
   }
   for (size_t m = 0; m < waits.size(); ++m) {
     const Ev& w = *waits[m];
-    if (m < first || m >= first + prog.background.size() || w.ts < t0 || w.end() > t1) continue;
+    if (m < first || m >= first + prog.background.size() || w.ts <= from || w.end() > t1) continue;
     points.push_back({w.ts, w.end(), {ReplayItem::wait_bg, 0, static_cast<int>(m - first)}});
   }
 }
@@ -225,13 +228,14 @@ RankProgram programOf(const std::vector<Ev>& evs, const ReplayOptions& opts, con
     }
     if (e.lane == 1 && call && e.ts >= t0 && e.end() <= t1) lane1_calls.push_back(&e);
     if (e.lane == 3 && e.cat == "comm" && e.name == "outer-sync") exchanges.push_back(&e);
-    if (e.lane == 3 && call && e.ts >= t0 && e.end() <= t1) lane3_calls.push_back(&e);
+    if (e.lane == 3 && call) lane3_calls.push_back(&e);  // whole exchanges are taken or left (addBackground)
     if (e.lane == 0 && e.cat == "comm" && e.name == "outer-wait" && arg(e, "background") == "1") bg_waits.push_back(&e);
     if (e.lane > 1 && e.cat == "p2p" && e.ts >= t0 && e.end() <= t1)
       throw ConfigError(unreplayable(path, rank, e));
   }
   std::set<const Ev*> used;
-  addBackground(exchanges, bg_waits, lane3_calls, t0, t1, prog, points, used, path);
+  const double from = opts.first_step > 0 ? steps[opts.first_step - 1]->end() : t0 - 1;
+  addBackground(exchanges, bg_waits, lane3_calls, from, t1, prog, points, used, path);
   // Markers at one instant: a step ends before the next begins, launches come before a wait.
   std::stable_sort(points.begin(), points.end(), [](const Point& a, const Point& b) { return a.at < b.at; });
   double cursor = t0;
@@ -245,7 +249,12 @@ RankProgram programOf(const std::vector<Ev>& evs, const ReplayOptions& opts, con
   // would leave its peer's matching call waiting forever, so it is an error.
   for (const Ev* c : lane1_calls)
     if (c->cat == "p2p" && !used.count(c)) throw ConfigError(unreplayable(path, rank, *c));
-  prog.unsupported_calls = static_cast<int>(lane1_calls.size() + lane3_calls.size() - used.size());
+  int unsupported = static_cast<int>(lane1_calls.size());
+  for (const Ev* c : lane1_calls) unsupported -= static_cast<int>(used.count(c));
+  for (const Ev* c : lane3_calls)  // a lane-3 call outside every exchange
+    if (std::none_of(exchanges.begin(), exchanges.end(), [c](const Ev* x) { return c->ts >= x->ts && c->end() <= x->end(); }))
+      ++unsupported;
+  prog.unsupported_calls = unsupported;
   return prog;
 }
 

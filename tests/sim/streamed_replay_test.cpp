@@ -135,3 +135,24 @@ TEST(SimStreamed, CrossSiteGroupsMapToEveryRankAtItsPositionInTheSites) {
   o.groups = "site";
   EXPECT_THROW(extrapolate(progs[0], 4, star(8, 10.0), o), ConfigError);  // no sites
 }
+
+TEST(SimStreamed, AnExchangeRunningPastTheLastReplayedStepIsTakenWholeOnEveryRank) {
+  // Replaying step 0 alone: the exchange queued in it ends inside it on rank 0 and after it on
+  // rank 1. Taking its call on rank 0 only left rank 0 waiting for rank 1 (a deadlock).
+  auto events = streamedSteps(2, 1 << 20);
+  for (auto& e : events)
+    if (e["pid"] == 0 && e["tid"] == 3) e["dur"] = 500;
+  const auto path = tempPath("streamed_window");
+  writeTrace(path, events);
+  ReplayOptions one;
+  one.steps = 1;
+  const auto progs = readTimeline(path, one);
+  std::remove(path.c_str());
+  for (const auto& p : progs) {
+    ASSERT_EQ(p.background.size(), 1u);
+    EXPECT_TRUE(std::any_of(p.background[0].begin(), p.background[0].end(),
+                            [](const ReplayItem& it) { return it.kind == ReplayItem::call; }));
+    EXPECT_EQ(p.unsupported_calls, 0);
+  }
+  EXPECT_NO_THROW(replay(star(2, 1.0), progs));
+}
