@@ -158,25 +158,26 @@ std::vector<ReplayItem> spanItems(const Ev& span, const std::vector<const Ev*>& 
 double queuedAt(const Ev& e) { return e.ts - std::stod(arg(e, "queued_us", "0")); }
 
 // DiLoCo's exchanges on lane 3 and the compute thread's waits for them pair up in order (one
-// wait each, in launch order). Those launched in (from, t1] become launch_bg points and
-// background programs, and the waits for them wait_bg points numbered among them. `from` is the
-// end of the step before the first replayed one: an exchange queued between two steps belongs to
-// the later one on every rank, whichever side of its step's start one rank's clock put it (a
-// rank that skipped an exchange its peers run would leave them waiting: a deadlock).
+// wait each, in launch order). Those launched in [from, until) become launch_bg points and
+// background programs, and the waits for them in [t0, t1] wait_bg points numbered among them.
+// `from` and `until` are the starts of the first replayed step and of the one after the last:
+// an exchange is queued at the end of a step, which one rank's clock puts just inside the step
+// span and another's just after it; it belongs to that step on every rank (a rank that skipped
+// an exchange its peers run would leave them waiting: a deadlock).
 void addBackground(const std::vector<const Ev*>& exchanges, const std::vector<const Ev*>& waits,
-                   const std::vector<const Ev*>& calls, double from, double t1, RankProgram& prog,
-                   std::vector<Point>& points, std::set<const Ev*>& used, const std::string& path) {
+                   const std::vector<const Ev*>& calls, double from, double until, double t0, double t1,
+                   RankProgram& prog, std::vector<Point>& points, std::set<const Ev*>& used, const std::string& path) {
   size_t first = exchanges.size();
   for (size_t k = 0; k < exchanges.size(); ++k) {
     const double at = queuedAt(*exchanges[k]);
-    if (at <= from || at > t1) continue;
+    if (at < from || at >= until) continue;
     first = std::min(first, k);
     points.push_back({at, at, {ReplayItem::launch_bg}});
     prog.background.push_back(spanItems(*exchanges[k], calls, prog, used, path));
   }
   for (size_t m = 0; m < waits.size(); ++m) {
     const Ev& w = *waits[m];
-    if (m < first || m >= first + prog.background.size() || w.ts <= from || w.end() > t1) continue;
+    if (m < first || m >= first + prog.background.size() || w.ts < t0 || w.end() > t1) continue;
     points.push_back({w.ts, w.end(), {ReplayItem::wait_bg, 0, static_cast<int>(m - first)}});
   }
 }
@@ -234,8 +235,9 @@ RankProgram programOf(const std::vector<Ev>& evs, const ReplayOptions& opts, con
       throw ConfigError(unreplayable(path, rank, e));
   }
   std::set<const Ev*> used;
-  const double from = opts.first_step > 0 ? steps[opts.first_step - 1]->end() : t0 - 1;
-  addBackground(exchanges, bg_waits, lane3_calls, from, t1, prog, points, used, path);
+  const double from = opts.first_step > 0 ? steps[opts.first_step]->ts : -1e300;
+  const double until = last < steps.size() ? steps[last]->ts : 1e300;
+  addBackground(exchanges, bg_waits, lane3_calls, from, until, t0, t1, prog, points, used, path);
   // Markers at one instant: a step ends before the next begins, launches come before a wait.
   std::stable_sort(points.begin(), points.end(), [](const Point& a, const Point& b) { return a.at < b.at; });
   double cursor = t0;

@@ -156,3 +156,24 @@ TEST(SimStreamed, AnExchangeRunningPastTheLastReplayedStepIsTakenWholeOnEveryRan
   }
   EXPECT_NO_THROW(replay(star(2, 1.0), progs));
 }
+
+TEST(SimStreamed, AnExchangeQueuedAtAStepsEndBelongsToThatStepOnEveryRank) {
+  // A 1 ms gap after step 0; the exchange is queued at step 0's end: 0.2 ms before it on rank
+  // 0's clock, 0.2 ms after it (in the gap) on rank 1's. Replaying step 0 alone, both must take
+  // it (rank 0 alone did: a deadlock).
+  auto events = streamedSteps(2, 1 << 20);
+  const double end0 = 1000 + (kComputeMs + kOptimizerMs) * 1000;
+  for (auto& e : events) {
+    if (e["ts"].get<double>() >= end0) e["ts"] = e["ts"].get<double>() + 1000;
+    if (e["tid"] == 3) e["ts"] = end0 + (e["pid"] == 0 ? -200 : 200);
+    if (e["tid"] == 3 && e["name"] == "outer-sync") e["args"]["queued_us"] = "0";
+  }
+  const auto path = tempPath("streamed_boundary");
+  writeTrace(path, events);
+  ReplayOptions one;
+  one.steps = 1;
+  const auto progs = readTimeline(path, one);
+  std::remove(path.c_str());
+  for (const auto& p : progs) EXPECT_EQ(p.background.size(), 1u);
+  EXPECT_NO_THROW(replay(star(2, 1.0), progs));
+}
