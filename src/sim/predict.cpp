@@ -45,7 +45,20 @@ comm::AllgatherChoice allgatherAlgo(const CallSpec& c, int members, const Platfo
 // rank from the caller's position in its block (DiLoCo's cross-site groups: one rank per site).
 struct GroupShape {
   int size = 0, stride = 1;
+  // Strided groups: the recorded block over the new one. A rank's part of what its block holds
+  // (DiLoCo's carried share of a fragment, a grid's shard) shrinks as the block grows.
+  double share = 1;
 };
+
+// `c` carrying `share` of its recorded bytes, in whole elements (at least one).
+CallSpec scaled(CallSpec c, double share) {
+  if (share == 1) return c;
+  const uint64_t unit = comm::dtypeSize(c.dtype);
+  auto scale = [&](uint64_t b) { return std::max(unit, static_cast<uint64_t>(b * share) / unit * unit); };
+  c.bytes = scale(c.bytes);
+  for (auto& b : c.rank_bytes) b = scale(b);
+  return c;
+}
 
 // A recorded group must be rank 0's block 0 .. g-1 of equal contiguous blocks, or the ranks
 // 0, s, 2s, .. of a stride s that splits the world evenly.
@@ -67,7 +80,9 @@ GroupShape groupShape(const CallSpec& c, int recorded_world, const PlatformSpec&
   if (recorded_world % g != 0) return refuse("its groups do not split the world evenly");
   const int n = p.world();
   // Blocks of b ranks at the new world: a contiguous group is one, a strided one takes a rank of each.
-  auto shape = [&](int b) -> GroupShape { return block ? GroupShape{b, 1} : GroupShape{n / b, b}; };
+  auto shape = [&](int b) -> GroupShape {
+    return block ? GroupShape{b, 1, 1} : GroupShape{n / b, b, static_cast<double>(s) / b};
+  };
   const int recorded_block = block ? g : s;
   if (groups == "fixed") {
     if (n % recorded_block != 0)
@@ -140,7 +155,8 @@ std::vector<RankProgram> extrapolate(const RankProgram& rank0, int recorded_worl
                         "`simulate replay` runs such a timeline at its own size");
     group[i] = groupShape(p.calls[i], recorded_world, platform, opts.groups);
     grouped = grouped || group[i].size > 0;
-    p.calls[i] = rescale(p.calls[i], recorded_world, group[i].size > 0 ? group[i].size : n, platform, opts);
+    p.calls[i] = rescale(scaled(p.calls[i], group[i].share), recorded_world, group[i].size > 0 ? group[i].size : n,
+                         platform, opts);
   }
   auto faster = [&opts](std::vector<ReplayItem>& items) {
     for (auto& it : items)

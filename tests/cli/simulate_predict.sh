@@ -114,8 +114,8 @@ corpus=$(ls -d /usr/lib/python3.*/ | sed -n 1p)
   "$tmp/grid.json"
 # Streaming DiLoCo across 2 sites of 2 (LOWCOMM_SITE, torchrun-style workers): DDP inside a site,
 # the fragments' outer exchanges on their own thread over ranks {0, 2} and {1, 3}. Predicted with
-# --groups site on 2 and 4 nodes per site: the exchanges run behind the compute (none skipped),
-# cross the WAN, and each rank's inter-site bytes stay about the same (one peer across at any size).
+# --groups site on 2 and 4 nodes per site: the exchanges run behind the compute (none skipped) and
+# cross the WAN, each rank with its share of a fragment, smaller in larger sites.
 export LOWCOMM_JOB_TOKEN=predict-e2e-$$-0123456789 MASTER_ADDR=127.0.0.1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=1 LOCAL_RANK=0
 export MASTER_PORT=$((20000 + ($$ + 7) % 20000))
 pids=()
@@ -138,7 +138,7 @@ for r in rows:
     assert r["unsupported_calls"] == 0, r
     assert r["inter_site_bytes_per_rank"] > 0 and 0 < r["compute_utilisation"] <= 1, r
 a, b = (r["inter_site_bytes_per_rank"] for r in rows)
-assert 0.5 * a < b < 2 * a, (a, b)
+assert 0 < b < a, (a, b)  # sites of 4: each rank carries half the share of a fragment it carried in sites of 2
 print("ok: streaming DiLoCo predicted", [(r["ranks"], round(r["predicted_step_s"] * 1e3, 2)) for r in rows])
 PY
 "$LOWCOMM" simulate predict --timeline "$tmp/streaming/timeline.json" --setting '2s2x1@1gbit/100mbit,50ms' \

@@ -127,11 +127,15 @@ TEST(SimStreamed, CrossSiteGroupsMapToEveryRankAtItsPositionInTheSites) {
   const int call = out[5].background[0][0].index;
   EXPECT_EQ(out[5].calls[call].ranks, (std::vector<int>{1, 5}));
   EXPECT_EQ(out[0].calls[call].ranks, (std::vector<int>{0, 4}));
-  o.groups = "fixed";  // blocks of 2 stay: 4 of them, so rank 5 runs it with 1, 3 and 7
+  o.groups = "fixed";  // blocks of 2 stay: 4 of them, so rank 5 runs it with 1, 3 and 7, whole
   EXPECT_EQ(extrapolate(progs[0], 4, p, o)[5].calls[call].ranks, (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(extrapolate(progs[0], 4, p, o)[5].calls[call].bytes, uint64_t{1} << 20);
   const auto r = replay(p, out);
-  EXPECT_EQ(r.bytes_sent[5], uint64_t{1} << 20);  // a ring of 2 over the WAN
-  EXPECT_EQ(r.inter_site_sent[5], uint64_t{1} << 20);
+  // Sites of 4 instead of 2: each rank carries half the share it carried when recorded, so its
+  // ring of 2 over the WAN sends half the recorded buffer.
+  EXPECT_EQ(out[5].calls[call].bytes, uint64_t{1} << 19);
+  EXPECT_EQ(r.bytes_sent[5], uint64_t{1} << 19);
+  EXPECT_EQ(r.inter_site_sent[5], uint64_t{1} << 19);
   o.groups = "site";
   EXPECT_THROW(extrapolate(progs[0], 4, star(8, 10.0), o), ConfigError);  // no sites
 }

@@ -35,7 +35,9 @@ struct PredictOptions {
   // of each block of s): at the new world the blocks are of "fixed" g (or s) ranks (more blocks),
   // "proportional" g x world / recorded world ranks (as many blocks as recorded), or "site": the
   // platform's sites (ranks per site); every rank runs the call over its own block, or over the
-  // ranks at its position in every block.
+  // ranks at its position in every block. A strided call's bytes scale by the recorded block over
+  // the new one: what a rank sends across is its share of what its block holds (DiLoCo's carried
+  // part of a fragment, split among a site's ranks; a grid's shard).
   std::string groups = "fixed";
   // Hier allreduces run each node's part in shared memory in pieces of this size when they were
   // not recorded with one (the communicator's default with comm.shm = auto:
