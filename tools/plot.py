@@ -165,7 +165,7 @@ def plot_sites_lm(path, out, title):
     """bench/sites_lm rows: bits per byte against tokens, wall time and inter-site bytes."""
     try:
         rows = json.loads(pathlib.Path(path).read_text())["rows"]
-        series = [(r["strategy"], r["tokens_per_step"], r["evals"]) for r in rows]
+        series = [(r["strategy"], r["tokens_per_step"], r["evals"]) for r in rows if r["evals"]]
         for _, _, ev in series:
             for e in ev:
                 e["step"], e["time_s"], e["bits_per_byte"], e["inter_site_bytes"]
