@@ -73,6 +73,19 @@ def register_hook(model, hook):
     raise SystemExit(f"--hook: unknown '{hook}'")
 
 
+def write_json(path, obj):
+    """Whole or not at all: a temporary file renamed over PATH; a PATH that exists and is not a
+    regular file (/dev/null, a FIFO) is written in place, never replaced (as root, a rename over
+    /dev/null turns the device into a file)."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        with open(path, "w") as f:
+            json.dump(obj, f, indent=1)
+        return
+    with open(path + ".tmp", "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--backend", required=True)
@@ -130,9 +143,7 @@ def main():
         if a.backend == "lowcomm":
             import lowcomm.torch
             row["traffic_total"] = lowcomm.torch.traffic()["total"]
-        with open(a.out + ".tmp", "w") as f:
-            json.dump(row, f, indent=1)
-        os.replace(a.out + ".tmp", a.out)
+        write_json(a.out, row)
     dist.destroy_process_group()
 
 
