@@ -2,7 +2,8 @@
 # bench/sites_lm --dry-run: every row of its table resolves against the config (`lowcomm config
 # show`), so a wrong key in a row fails here and not an hour into a cluster run (the ddp_ring row
 # once set an unknown key, comm.allreduce); a row with a bad key is refused naming the row. And
-# the table divides each run's train time by the compute-only row's.
+# the table divides each run's train time by the compute-only row's and names each DiLoCo row's
+# period.
 # usage: test_sites_lm_rows.sh BENCH_SITES_LM LOWCOMM
 set -euo pipefail
 BENCH=$1
@@ -39,11 +40,13 @@ loader.exec_module(mod)
 def row(name, train, bpb, util):
     return {"strategy": name, "train_s": train, "wall_s": train + 10, "bits_per_byte": bpb, "loss": bpb * 0.69,
             "compute_utilization": util, "inter_site_wire_bytes": 2e6, "inter_site_payload_bytes": 1e6, "evals": []}
-md = mod.markdown([row("ddp", 300, 2.0, 0.3), row("streaming", 110, 2.04, 0.9), row("compute_only", 100, 9.9, 1.0)])
-lines = {l.split(" | ")[0]: l for l in md.splitlines()}
+streaming = dict(row("streaming", 110, 2.04, 0.9), diloco={"period": 32})
+md = mod.markdown([row("ddp", 300, 2.0, 0.3), streaming, row("compute_only", 100, 9.9, 1.0)])
+lines = {l.split(" | ")[0].split(" (")[0]: l for l in md.splitlines()}
+assert "| streaming (period 32) |" in md, md
 assert "train ÷ compute-only" in md, md
 assert "| 3.00× |" in lines["| ddp"] and "| 1.10× |" in lines["| streaming"], md
-assert "9.9" not in lines["| compute_only (no sync)"] and "| 1.00× |" in lines["| compute_only (no sync)"], md
+assert "9.9" not in lines["| compute_only"] and "| 1.00× |" in lines["| compute_only"], md
 assert "| – |" in mod.markdown([row("ddp", 300, 2.0, 0.3)]).splitlines()[2], "no compute-only row: no ratio"
 PY
 echo "sites_lm rows: $rows resolve"
