@@ -144,6 +144,9 @@ int parseStreams(const std::string& text, const std::string& what) {
   return k;
 }
 
+void Communicator::abort(const std::string& why) { link_->abortState().trigger(why); }
+bool Communicator::aborted() const { return link_->abortState().aborted(); }
+
 void Communicator::setPhase(const std::string& phase) { phase_ = phase; }
 const std::string& Communicator::phase() const { return phase_; }
 

@@ -27,6 +27,7 @@ ShmDomain* Communicator::shmDomain() {
       if (opts_.shm == ShmMode::on) throw;
       all_local_ = false;  // e.g. not enough memory or another user: TCP from now on, on every rank
     }
+    if (shm_) shm_->setAbort(&link_->abortState());
   }
   return shm_.get();
 }
@@ -56,6 +57,7 @@ ShmDomain* Communicator::nodeShm() {
     const std::string prefix = shmTryPrefix(prefix_ + "/node" + std::to_string(rank_ / gs), node_shm_tries_);
     node_shm_ = ShmDomain::create(*store_, prefix, rank_ - first, std::min(size_, first + gs) - first,
                                   opts_.shm_piece_bytes, opts_.rendezvousTimeout(), [&](bool ok) { return voteAll(ok, setup); });
+    if (node_shm_) node_shm_->setAbort(&link_->abortState());
   } catch (const ConfigError&) {
     // With shm = on every rank failed alike (the vote): each later call tries again and fails
     // the same way rather than falling back to TCP after a caught first error.

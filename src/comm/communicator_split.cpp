@@ -30,6 +30,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
       store_, prefix, new_rank, new_size, opts_, meter_,
       connectLink(store_, prefix, new_rank, new_size, link_->device(), opts_.auth_token, opts_.rendezvousTimeout(),
                   opts_.congestion_control)));
+  child->link_->shareAbort(link_->sharedAbortState());  // one abort ends the parent's and its splits' waits
   // The child's own locality exchange is metered: classify its peers from what this one knows.
   std::vector<bool> same(new_size);
   std::vector<int> sites(new_size);
@@ -58,6 +59,7 @@ std::shared_ptr<Communicator> Communicator::joinRole(const std::string& prefix, 
       new Communicator(store_, prefix, rank, size, opts_, meter_,
                        connectLink(store_, prefix, rank, size, link_->device(), opts_.auth_token,
                                    opts_.rendezvousTimeout(), opts_.congestion_control)));
+  child->link_->shareAbort(link_->sharedAbortState());
   std::vector<bool> same(size);
   std::vector<int> sites(size);
   for (int i = 0; i < size; ++i) {

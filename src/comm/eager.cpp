@@ -21,7 +21,8 @@ std::chrono::milliseconds until(std::chrono::steady_clock::time_point deadline) 
 
 }  // namespace
 
-EagerInbox::EagerInbox(gloo::Context& ctx, const std::vector<int>& peers, size_t max_bytes, int depth)
+EagerInbox::EagerInbox(gloo::Context& ctx, const std::vector<int>& peers, size_t max_bytes, int depth,
+                       AbortState* abort)
     : max_bytes_(max_bytes) {
   for (int p : peers) {
     From& f = peers_[p];
@@ -32,10 +33,18 @@ EagerInbox::EagerInbox(gloo::Context& ctx, const std::vector<int>& peers, size_t
       b.buf->recv(p, kEagerSlot);
     }
   }
+  registration_ = AbortState::Registration(abort, this);  // once every box exists
 }
 
 // Standing receives are released without waiting: the connections close with the context.
 EagerInbox::~EagerInbox() = default;
+
+// The boxes are fixed at construction (a box is posted again, never replaced), so this is safe
+// against take() on the owner's thread; the flag a box keeps makes its next wait return false.
+void EagerInbox::abort() {
+  for (auto& [p, f] : peers_)
+    for (Box& b : f.ring) b.buf->abortWaitRecv();
+}
 
 void EagerInbox::readNext(int peer, From& f, std::chrono::steady_clock::time_point deadline) {
   Box& b = f.ring[f.head];
@@ -72,7 +81,7 @@ void EagerInbox::take(int peer, uint64_t slot, void* dst, size_t bytes, std::chr
 // Link's inbox and GlooExchange's eager messages (link.h).
 
 void Link::openInbox(const std::vector<int>& peers, size_t max_bytes) {
-  inbox_ = std::make_unique<EagerInbox>(*ctx_, peers, max_bytes, kEagerDepth);
+  inbox_ = std::make_unique<EagerInbox>(*ctx_, peers, max_bytes, kEagerDepth, abort_.get());
 }
 
 bool Link::eager(int peer, size_t bytes) const {
@@ -87,6 +96,8 @@ int GlooExchange::isendEager(int peer, const void* ptr, size_t bytes, uint64_t s
   r.staged.resize(sizeof(h) + bytes);
   std::memcpy(r.staged.data(), &h, sizeof(h));
   std::memcpy(r.staged.data() + sizeof(h), ptr, bytes);
+  std::lock_guard<std::mutex> lk(mu_);
+  link_.abortState().check(op_);
   r.buf = link_.context().createUnboundBuffer(r.staged.data(), r.staged.size());
   try {
     r.buf->send(peer, kEagerSlot);
@@ -102,6 +113,7 @@ int GlooExchange::irecvEager(int peer, void* ptr, size_t bytes, uint64_t slot) {
   if (!link_.eager(peer, bytes)) return irecv(peer, ptr, bytes, slot);
   Request r{};
   r.peer = peer, r.bytes = bytes, r.ptr = static_cast<char*>(ptr), r.slot = slot, r.eager = true;
+  std::lock_guard<std::mutex> lk(mu_);
   reqs_.push_back(std::move(r));
   return static_cast<int>(reqs_.size() - 1);
 }

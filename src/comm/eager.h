@@ -32,6 +32,8 @@
 #include <memory>
 #include <vector>
 
+#include "abort.h"
+
 namespace gloo {
 class Context;
 namespace transport {
@@ -50,10 +52,11 @@ struct EagerHeader {
   uint64_t bytes;
 };
 
-class EagerInbox {
+class EagerInbox final : public Abortable {
  public:
   // Posts `depth` receives of up to max_bytes payload from each of `peers` on ctx (stream 0).
-  EagerInbox(gloo::Context& ctx, const std::vector<int>& peers, size_t max_bytes, int depth);
+  // Registers with `abort` (abort.h; may be null) for its lifetime.
+  EagerInbox(gloo::Context& ctx, const std::vector<int>& peers, size_t max_bytes, int depth, AbortState* abort);
   ~EagerInbox();
   EagerInbox(const EagerInbox&) = delete;
   EagerInbox& operator=(const EagerInbox&) = delete;
@@ -64,6 +67,8 @@ class EagerInbox {
   // into dst. Gloo's exceptions (timeout at `deadline`, closed connection) pass through for the
   // caller to name; a malformed message throws PeerError.
   void take(int peer, uint64_t slot, void* dst, size_t bytes, std::chrono::steady_clock::time_point deadline);
+  // Wakes a take() in flight (its wait returns as aborted) from any thread.
+  void abort() override;
 
  private:
   struct Box {
@@ -80,6 +85,7 @@ class EagerInbox {
 
   size_t max_bytes_;
   std::map<int, From> peers_;
+  AbortState::Registration registration_;  // last: unregistered before the boxes go
 };
 
 }  // namespace lowcomm::comm

@@ -22,9 +22,26 @@ std::string rankName(int p) { return "rank " + std::to_string(p); }
 
 }  // namespace
 
-Lanes::Lanes(std::vector<gloo::Context*> streams) : streams_(std::move(streams)) {}
+Lanes::Lanes(std::vector<gloo::Context*> streams, AbortState* abort)
+    : streams_(std::move(streams)), registration_(abort, this) {}
+
+void Lanes::abort() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    setError(-1, "aborted");
+    for (auto& [p, q] : peers_) {
+      for (auto& lane : q.lanes) {
+        if (lane->out) lane->out->abortWaitSend();
+        for (auto& b : lane->boxes) b->abortWaitRecv();
+      }
+    }
+  }
+  work_cv_.notify_all();
+  done_cv_.notify_all();
+}
 
 Lanes::~Lanes() {
+  registration_ = {};  // no abort() from here on
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;

@@ -43,6 +43,8 @@
 #include <utility>
 #include <vector>
 
+#include "abort.h"
+
 namespace gloo {
 class Context;
 namespace transport {
@@ -75,10 +77,11 @@ struct LaneMessage {
   bool cancelled = false;
 };
 
-class Lanes {
+class Lanes final : public Abortable {
  public:
-  // streams: the Link's connected meshes, stream 0 first (they outlive this object).
-  explicit Lanes(std::vector<gloo::Context*> streams);
+  // streams: the Link's connected meshes, stream 0 first (they outlive this object). Registers
+  // with `abort` (abort.h; may be null) for its lifetime.
+  Lanes(std::vector<gloo::Context*> streams, AbortState* abort);
   ~Lanes();
   Lanes(const Lanes&) = delete;
   Lanes& operator=(const Lanes&) = delete;
@@ -89,6 +92,9 @@ class Lanes {
   void wait(LaneMessage& m, std::chrono::steady_clock::time_point deadline);
   // After this no lane reads or writes m's buffer.
   void cancel(LaneMessage& m);
+  // From any thread: every wait() in flight and later throws (the caller names the abort), and
+  // the lane threads leave their waits and end.
+  void abort() override;
 
  private:
   struct Chunk {
@@ -130,6 +136,7 @@ class Lanes {
   std::string error_;
   int error_peer_ = -1;
   std::map<int, Peer> peers_;
+  AbortState::Registration registration_;  // last: unregistered before the lanes go
 };
 
 }  // namespace lowcomm::comm

@@ -15,16 +15,31 @@
 namespace lowcomm::comm {
 
 Link::Link(std::shared_ptr<gloo::Context> ctx, std::shared_ptr<gloo::transport::Device> dev)
-    : ctx_(std::move(ctx)), dev_(std::move(dev)) {}
-Link::~Link() = default;
+    : ctx_(std::move(ctx)), dev_(std::move(dev)), abort_(std::make_shared<AbortState>()),
+      registration_(abort_.get(), this) {}
+Link::~Link() { registration_ = {}; }
 int Link::rank() const { return ctx_->rank; }
 
 void Link::poison(const std::string& why) {
+  std::lock_guard<std::mutex> lk(mu_);
   if (!broken_.empty()) return;
   broken_ = why;
   ctx_->closeConnections();
   for (auto& c : more_) c->closeConnections();
 }
+std::string Link::broken() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return broken_;
+}
+
+void Link::shareAbort(std::shared_ptr<AbortState> state) {
+  registration_ = {};
+  abort_ = std::move(state);
+  registration_ = AbortState::Registration(abort_.get(), this);
+}
+// Gloo's closeConnections does not wake this process's own waits (measured: a waitRecv posted
+// before it waits out its timeout); the exchanges' and lanes' own abort() do that.
+void Link::abort() { poison("aborted: " + abort_->why()); }
 int Link::size() const { return ctx_->size; }
 
 void Link::setSameHost(std::vector<bool> same) { same_host_ = std::move(same); }
@@ -41,12 +56,15 @@ LinkClass Link::linkClass(int peer) const {
   return sameHost(peer) ? LinkClass::intra_node : LinkClass::inter_node;
 }
 
-void Link::addStream(std::shared_ptr<gloo::Context> ctx) { more_.push_back(std::move(ctx)); }
+void Link::addStream(std::shared_ptr<gloo::Context> ctx) {
+  std::lock_guard<std::mutex> lk(mu_);
+  more_.push_back(std::move(ctx));
+}
 Lanes& Link::lanes() {
   if (!lanes_) {
     std::vector<gloo::Context*> all{ctx_.get()};
     for (auto& c : more_) all.push_back(c.get());
-    lanes_ = std::make_unique<Lanes>(std::move(all));
+    lanes_ = std::make_unique<Lanes>(std::move(all), abort_.get());
   }
   return *lanes_;
 }
@@ -57,12 +75,27 @@ bool Link::stripes(int peer, size_t bytes) const {
 GlooExchange::GlooExchange(Link& link, TrafficMeter& meter, std::string op, std::string phase,
                            std::chrono::milliseconds timeout, uint32_t seq)
     : Exchange(seq), link_(link), meter_(meter), op_(std::move(op)), phase_(std::move(phase)), timeout_(timeout),
-      deadline_(std::chrono::steady_clock::now() + timeout) {
-  if (!link_.broken().empty())
-    throw PeerError(-1, op_ + ": communicator is unusable after an earlier failure: " + link_.broken());
+      deadline_(std::chrono::steady_clock::now() + timeout), registration_(&link.abortState(), this) {
+  link_.abortState().check(op_);
+  const std::string broken = link_.broken();
+  if (!broken.empty()) throw PeerError(-1, op_ + ": communicator is unusable after an earlier failure: " + broken);
+}
+
+void GlooExchange::abort() {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& r : reqs_) {
+    if (!r.buf) continue;
+    if (r.send) r.buf->abortWaitSend();
+    else r.buf->abortWaitRecv();
+    for (auto& piece : r.pieces) {
+      if (r.send) piece->abortWaitSend();
+      else piece->abortWaitRecv();
+    }
+  }
 }
 
 GlooExchange::~GlooExchange() {
+  registration_ = {};  // no abort() from here on: the buffers below go
   // Unwinding with messages in flight: the mesh state is unknown. Close it (peers fail fast),
   // then release the buffers Gloo may still reference.
   bool pending = false;
@@ -85,6 +118,8 @@ GlooExchange::~GlooExchange() {
 int GlooExchange::isend(int peer, const void* ptr, size_t bytes, uint64_t slot) {
   if (bytes == 0) return -1;
   if (link_.laned(peer, bytes, slot)) return postLaned(peer, const_cast<void*>(ptr), bytes, slot, true);
+  std::lock_guard<std::mutex> lk(mu_);
+  link_.abortState().check(op_);
   const bool striped = link_.stripes(peer, bytes);
   char* p = static_cast<char*>(const_cast<void*>(ptr));
   auto buf = link_.context().createUnboundBuffer(p, striped ? stripePiece(bytes, link_.streams(), 0).bytes : bytes);
@@ -102,6 +137,8 @@ int GlooExchange::isend(int peer, const void* ptr, size_t bytes, uint64_t slot) 
 int GlooExchange::irecv(int peer, void* ptr, size_t bytes, uint64_t slot) {
   if (bytes == 0) return -1;
   if (link_.laned(peer, bytes, slot)) return postLaned(peer, ptr, bytes, slot, false);
+  std::lock_guard<std::mutex> lk(mu_);
+  link_.abortState().check(op_);
   const bool striped = link_.stripes(peer, bytes);
   auto buf = link_.context().createUnboundBuffer(ptr, striped ? stripePiece(bytes, link_.streams(), 0).bytes : bytes);
   try {
@@ -119,6 +156,8 @@ int GlooExchange::irecv(int peer, void* ptr, size_t bytes, uint64_t slot) {
 // (Gloo takes a shorter message into a larger receive), and wait() posts the other pieces from
 // that peer once it is known.
 int GlooExchange::irecvAny(const std::vector<int>& peers, void* ptr, size_t bytes, uint64_t slot) {
+  std::lock_guard<std::mutex> lk(mu_);
+  link_.abortState().check(op_);
   auto buf = link_.context().createUnboundBuffer(ptr, bytes);
   try {
     buf->recv(peers, slot);
@@ -130,15 +169,20 @@ int GlooExchange::irecvAny(const std::vector<int>& peers, void* ptr, size_t byte
   return static_cast<int>(reqs_.size() - 1);
 }
 
+// The Lanes abort themselves (they register on creation, outside mu_: registering takes the
+// AbortState's lock, which trigger() holds while it takes mu_).
 int GlooExchange::postLaned(int peer, void* ptr, size_t bytes, uint64_t slot, bool send) {
+  Lanes& lanes = link_.lanes();
+  link_.abortState().check(op_);
   Request r{};
   r.peer = peer, r.bytes = bytes, r.send = send, r.slot = slot;
   try {
-    r.lane = send ? link_.lanes().send(peer, ptr, bytes, slot) : link_.lanes().recv(peer, ptr, bytes, slot);
+    r.lane = send ? lanes.send(peer, ptr, bytes, slot) : lanes.recv(peer, ptr, bytes, slot);
   } catch (const std::exception& e) {
     r.done = true;
     fail(r, e);
   }
+  std::lock_guard<std::mutex> lk(mu_);
   reqs_.push_back(std::move(r));
   return static_cast<int>(reqs_.size() - 1);
 }
@@ -155,6 +199,10 @@ std::string peerName(int peer, const std::vector<int>& any) {
 }  // namespace
 
 void GlooExchange::fail(const Request& r, const std::exception& e) {
+  if (link_.abortState().aborted()) {  // a woken wait, or a peer that closed because it aborted too
+    link_.poison("aborted: " + link_.abortState().why());
+    link_.abortState().raise(op_ + " (rank " + std::to_string(link_.rank()) + ")");
+  }
   const std::string what = e.what();
   const bool timed_out = what.find("imed out") != std::string::npos || what.find("imeout") != std::string::npos;
   std::string msg = op_ + " (rank " + std::to_string(link_.rank()) + "): " +
@@ -203,6 +251,8 @@ void GlooExchange::wait(int req) {
     r.peer = from;
     if (!ok) throw gloo::IoException("aborted");
     if (!r.any.empty() && link_.stripes(r.peer, r.bytes)) {
+      std::lock_guard<std::mutex> lk(mu_);
+      link_.abortState().check(op_);
       r.any.clear();  // from now on errors name the peer that sent piece 0
       postPieces(r, r.ptr, r.slot);
     }
@@ -219,6 +269,7 @@ void GlooExchange::wait(int req) {
 
 void GlooExchange::waitAll() {
   for (size_t i = 0; i < reqs_.size(); ++i) wait(static_cast<int>(i));
+  std::lock_guard<std::mutex> lk(mu_);
   reqs_.clear();
 }
 

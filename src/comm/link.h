@@ -8,9 +8,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "abort.h"
 #include "lowcomm/comm/exchange.h"
 #include "lowcomm/comm/traffic.h"
 
@@ -28,7 +30,7 @@ class EagerInbox;
 class Lanes;
 struct LaneMessage;
 
-class Link {
+class Link final : public Abortable {
  public:
   Link(std::shared_ptr<gloo::Context> ctx, std::shared_ptr<gloo::transport::Device> dev);
   ~Link();
@@ -48,8 +50,18 @@ class Link {
   // Set after any failed operation: the mesh state is unknown, later calls fail fast.
   // Also closes every connection, so peers blocked on us fail at once with a PeerError naming
   // this rank instead of waiting for their timeout (and no pair keeps a dead buffer).
+  // Thread-safe (abort() poisons from another thread).
   void poison(const std::string& why);
-  const std::string& broken() const { return broken_; }
+  std::string broken() const;
+
+  // Abort (abort.h): a Link starts with an AbortState of its own; a split's Link shares its
+  // parent's (shareAbort, before anything waits on it), so one trigger ends every wait of a
+  // communicator and its splits. The Link's own abort() poisons it: connections close, so peers
+  // waiting on this rank fail at once.
+  AbortState& abortState() { return *abort_; }
+  const std::shared_ptr<AbortState>& sharedAbortState() const { return abort_; }
+  void shareAbort(std::shared_ptr<AbortState> state);
+  void abort() override;
   // Which peers share this rank's host key (set once the communicator has exchanged them; until
   // then every peer counts as another node). Decides the traffic meter's link class.
   void setSameHost(std::vector<bool> same);
@@ -89,17 +101,22 @@ class Link {
   std::shared_ptr<gloo::Context> ctx_;
   std::shared_ptr<gloo::transport::Device> dev_;
   uint32_t seq_ = 0;
+  mutable std::mutex mu_;  // broken_ and more_ (abort() reads them from another thread)
   std::string broken_;
   Scratch scratch_;
   Scratch work_;
   std::unique_ptr<EagerInbox> inbox_;  // after ctx_: released before the connections close
-  std::unique_ptr<Lanes> lanes_;       // last: its threads stop before anything they use goes
+  std::unique_ptr<Lanes> lanes_;       // its threads stop before anything they use goes
+  std::shared_ptr<AbortState> abort_;
+  AbortState::Registration registration_;  // last: unregistered before anything abort() uses goes
 };
 
 // Exchange over the Link's Gloo pairs: posts sends/receives on unbound buffers, waits for them
 // against the call's deadline, turns Gloo failures into TimeoutError/PeerError naming the peer,
 // and records every completed message's bytes in the traffic meter.
-class GlooExchange final : public Exchange {
+// Registered with the Link's AbortState while it lives: an abort wakes its waits (abortWait* on
+// every buffer it posted), and a wait woken so, or any later post or wait, throws AbortedError.
+class GlooExchange final : public Exchange, public Abortable {
  public:
   // `seq` numbers the call; collectives take link.nextSeq() so all ranks agree on it.
   GlooExchange(Link& link, TrafficMeter& meter, std::string op, std::string phase, std::chrono::milliseconds timeout,
@@ -116,6 +133,7 @@ class GlooExchange final : public Exchange {
   void waitAll() override;
   void reduce(void* dst, const void* src, size_t count, DType dt, ReduceOp op) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  void abort() override;
 
  private:
   struct Request {
@@ -150,7 +168,11 @@ class GlooExchange final : public Exchange {
   std::string phase_;
   std::chrono::milliseconds timeout_;
   std::chrono::steady_clock::time_point deadline_;
+  // Guards reqs_ and its buffers against abort() from another thread: every change of reqs_
+  // (post, clear) holds it, and a post checks the abort flag under it.
+  std::mutex mu_;
   std::vector<Request> reqs_;
+  AbortState::Registration registration_;  // last: unregistered before reqs_ goes
 };
 
 }  // namespace lowcomm::comm

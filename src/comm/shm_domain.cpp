@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "abort.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/base/proc.h"
 
@@ -101,7 +102,8 @@ std::atomic<uint64_t>& ShmDomain::flag(int r, int which) const {
 }
 
 // Spin briefly, then yield for up to 1 ms (ranks usually outnumber cores here), then sleep
-// in 50 us steps, checking the deadline each step and the peer's liveness every 20 ms.
+// in 50 us steps, checking the deadline each step and the abort flag and the peer's liveness
+// every 20 ms.
 void ShmDomain::waitAll(int which, uint64_t epoch, std::chrono::steady_clock::time_point deadline, const char* op) {
   using Clock = std::chrono::steady_clock;
   const auto* h = reinterpret_cast<const Header*>(seg_.data());
@@ -124,6 +126,8 @@ void ShmDomain::waitAll(int which, uint64_t epoch, std::chrono::steady_clock::ti
         throw TimeoutError(std::string(op) + " (shared memory, rank " + std::to_string(rank_) +
                            "): timed out waiting for rank " + std::to_string(j) + " (peer dead or stuck?)");
       if (now >= next_check) {
+        if (abort_ && abort_->aborted())
+          abort_->raise(std::string(op) + " (shared memory, rank " + std::to_string(rank_) + ")");
         if (!alive(h->pid[j]))
           throw PeerError(j, std::string(op) + " (shared memory, rank " + std::to_string(rank_) + "): rank " +
                                  std::to_string(j) + " (pid " + std::to_string(h->pid[j]) + ") died");

@@ -17,6 +17,8 @@
 
 namespace lowcomm::comm {
 
+class AbortState;
+
 class ShmDomain {
  public:
   // Collective over the communicator's ranks: rank 0 creates the segment and publishes its
@@ -27,6 +29,8 @@ class ShmDomain {
                                            size_t piece_bytes, std::chrono::milliseconds timeout,
                                            const std::function<bool(bool)>& all_ok);
 
+  // Waits end with AbortedError within 20 ms of abort's trigger (abort.h); it must outlive this.
+  void setAbort(const AbortState* abort) { abort_ = abort; }
   int rank() const { return rank_; }
   int size() const { return n_; }
   size_t piece() const { return piece_; }
@@ -55,6 +59,7 @@ class ShmDomain {
   size_t piece_;
   size_t flags_at_, slots_at_, results_at_;
   uint64_t epoch_ = 0;
+  const AbortState* abort_ = nullptr;
 };
 
 }  // namespace lowcomm::comm

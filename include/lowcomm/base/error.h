@@ -31,6 +31,13 @@ class PeerError : public Error {
   int rank_;
 };
 
+// The operation was aborted on purpose (Communicator::abort, e.g. a membership change): the
+// communicator is unusable, its work is to be redone on the next one. Not a peer's fault.
+class AbortedError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Ranks called different collectives (op, count, dtype, root) at the same point.
 class MismatchError : public Error {
  public:

@@ -11,7 +11,7 @@
 // - Results of allreduce are identical on every rank. With `deterministic`, they are also
 //   independent of algorithm and timing: every element is summed in rank order 0..n-1.
 // - One thread at a time per Communicator. Communicators made by split() are independent and
-//   may be used from other threads.
+//   may be used from other threads. abort() is the exception: any thread, any time.
 #pragma once
 
 #include <atomic>
@@ -188,6 +188,15 @@ class Communicator {
   };
   std::unique_ptr<Request> isend(const void* buf, size_t bytes, int dst, uint32_t tag = 0);
   std::unique_ptr<Request> irecv(void* buf, size_t bytes, int src, uint32_t tag = 0);
+
+  // Ends this communicator and every one split from it (or it from, transitively: they share one
+  // abort state) for good, from any thread: every wait in flight on any of them returns within
+  // milliseconds (TCP, lanes, eager messages; shared memory within 20 ms), and it and every later
+  // call throw AbortedError naming `why`; the connections close, so the peers' waits on this
+  // rank fail at once too. For a membership change: the work in flight is redone on the next
+  // epoch's communicator (docs/elastic.md). Idempotent; the first reason stays.
+  void abort(const std::string& why);
+  bool aborted() const;
 
   // Collective: ranks with the same color form a new communicator, ordered by (key, rank).
   // color < 0 returns nullptr. The child shares this communicator's traffic meter (the split's
