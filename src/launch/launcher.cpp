@@ -15,6 +15,7 @@
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/launch/cluster.h"
+#include "lowcomm/net/rdzv_store.h"
 #include "supervisor.h"
 #include "wire_report.h"
 
@@ -80,15 +81,48 @@ static LaunchOptions withRdzvPort(const LaunchOptions& opts, const std::string& 
   return o;
 }
 
-int launch(const LaunchOptions& opts, std::ostream& log, LaunchReport* report) {
+namespace {
+
+// --elastic: the launcher hosts the job's store, which must outlive every worker, and keeps a
+// client of its own for the membership. Made inside `netns` (node 0's on a cluster, where the
+// workers reach MASTER_ADDR); a socket stays in the namespace it was made in.
+struct HostedStore {
+  std::unique_ptr<net::RdzvServer> server;
+  std::shared_ptr<net::RdzvClient> client;
+};
+
+std::string tokenOf(const LaunchOptions& o) {
+  if (const char* t = std::getenv("LOWCOMM_JOB_TOKEN"); t && *t) return t;
+  return o.extra_env.at("LOWCOMM_JOB_TOKEN");
+}
+
+HostedStore hostStore(const LaunchOptions& o, const std::string& addr, int port, const std::string& netns) {
+  HostedStore h;
+  auto make = [&] {
+    h.server = std::make_unique<net::RdzvServer>(addr, port, tokenOf(o));
+    h.client = std::make_shared<net::RdzvClient>(addr, port, tokenOf(o), std::chrono::seconds(10));
+  };
+  if (netns.empty()) make();
+  else runInNetns(netns, make);
+  return h;
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& given, std::ostream& log, LaunchReport* report) {
   if (report) *report = LaunchReport{};
-  validate(opts);
+  validate(given);
+  // --elastic: one token known here, for the store the launcher hosts.
+  const LaunchOptions opts = given.elastic.enabled ? withJobToken(given) : given;
   if (opts.cluster.empty()) {
     if (!opts.wire_json.empty()) throw ConfigError("wire bytes (--wire-json) are measured only with --cluster");
     const int port = opts.master_port != 0 ? opts.master_port : findFreePort(opts.master_addr);
     const LaunchOptions with_rdzv = withRdzvPort(opts, opts.master_addr, port);  // the Supervisor keeps a reference
+    HostedStore hosted;
+    if (opts.elastic.enabled) hosted = hostStore(opts, opts.master_addr, port, "");
     Supervisor supervisor(with_rdzv, opts.master_addr, port, nullptr, placeRanks(opts.nproc, 1, opts.nproc), log,
                           report);
+    if (hosted.client) supervisor.setElasticStore(hosted.client);
     return supervisor.run();
   }
   const Cluster cluster = loadCluster(opts.cluster);
@@ -108,7 +142,10 @@ int launch(const LaunchOptions& opts, std::ostream& log, LaunchReport* report) {
   const auto t0 = Clock::now();
   int rc;
   {
+    HostedStore hosted;
+    if (opts.elastic.enabled) hosted = hostStore(opts, master, port, cluster.nodes[0].netns);
     Supervisor supervisor(with_rdzv, master, port, &cluster, placement, log, report);
+    if (hosted.client) supervisor.setElasticStore(hosted.client);
     rc = supervisor.run();
   }
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -9,6 +9,7 @@
 #include "lowcomm/base/error.h"
 #include "lowcomm/base/exit_status.h"
 #include "lowcomm/launch/launcher.h"
+#include "recurs.h"
 
 namespace lowcomm::launch {
 
@@ -18,15 +19,6 @@ namespace {
 // filesystem to come back: 1 s, doubling, at most 30 s.
 constexpr std::chrono::seconds kFirstBackoff{1};
 constexpr std::chrono::seconds kMaxBackoff{30};
-
-// Empty when a restart may get past the failure; otherwise why it would fail the same way.
-std::string whyNotRestart(const LaunchReport& r) {
-  if (r.signal > 0) return "";  // killed from outside: the OOM killer, an operator, a lost node
-  if (r.exit_status > 0 && exitStatusHeals(r.exit_status)) return "";
-  if (r.exit_status < 0) return "how it failed is unknown";
-  if (r.exit_status == kExitError || !exitStatusName(r.exit_status)) return "its error is of no class known to heal";
-  return "a restart would fail the same way";
-}
 
 }  // namespace
 
@@ -45,7 +37,7 @@ int launchWithRestarts(const LaunchOptions& opts, int max_restarts, std::ostream
           << std::endl;
       return rc;
     }
-    if (const std::string why = whyNotRestart(report); !why.empty()) {
+    if (const std::string why = whyItWouldRecur(report); !why.empty()) {
       const int left = max_restarts - attempt;
       log << "lowcomm launch: not restarting (" << left << " restart" << (left == 1 ? "" : "s") << " left): " << because << ": "
           << why << "; only a killed worker, a lost peer or a timeout is restarted" << std::endl;

@@ -34,20 +34,24 @@ std::string plural(size_t n, const char* noun) {
 }  // namespace
 
 Supervisor::~Supervisor() {
-  for (auto& w : workers_) {
-    if (w.pid <= 0) continue;
-    if (!w.exited) ::kill(-w.pid, SIGKILL);
-    while (::waitpid(w.pid, nullptr, 0) < 0 && errno == EINTR) {
+  for (auto* all : {&workers_, &retired_}) {
+    for (auto& w : *all) {
+      if (w.pid <= 0) continue;
+      if (!w.exited) ::kill(-w.pid, SIGKILL);
+      while (::waitpid(w.pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
     }
   }
 }
 
 int Supervisor::run() {
+  if (elastic_) elastic_->start();  // epoch 1, every slot: before any worker looks for it
   spawnAll();
-  while (runningCount() > 0) {
+  while (runningCount() > 0 || (!replace_at_.empty() && !stopping())) {
     pollOnce(Clock::now() + kTick);
     handleSignals();
     observeExits();
+    if (elastic_ && !stopping()) tickElastic();
     escalateIfDue();
   }
   // Leaders are gone; finish reading what they (or children still holding the pipes) wrote.
@@ -83,7 +87,7 @@ bool Supervisor::anyStreamOpen() const {
 
 size_t Supervisor::runningCount() const {
   size_t n = 0;
-  for (const auto& w : workers_) n += w.exited ? 0 : 1;
+  for (const auto& w : workers_) n += w.pid > 0 && !w.exited ? 1 : 0;
   return n;
 }
 
@@ -100,45 +104,54 @@ std::vector<std::string> Supervisor::baseEnv() const {
 }
 
 void Supervisor::spawnAll() {
-  const std::vector<std::string> base = baseEnv();
+  workers_.resize(opts_.nproc);
+  for (int rank = 0; rank < opts_.nproc; ++rank) spawnSlot(rank, 0);
+}
+
+// Starts the worker of `rank` (its slot, with --elastic) in workers_[rank].
+void Supervisor::spawnSlot(int rank, int incarnation) {
   std::vector<char*> argv;
   for (const auto& a : opts_.command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  workers_.resize(opts_.nproc);
   const auto sites = cluster_ ? placeSites(placement_, cluster_->nodes, cluster_->siteCount())
                               : std::vector<SitePlacement>();
-  for (int rank = 0; rank < opts_.nproc; ++rank) {
-    std::vector<std::string> env = base;
-    env.push_back("RANK=" + std::to_string(rank));
-    env.push_back("WORLD_SIZE=" + std::to_string(opts_.nproc));
-    env.push_back("LOCAL_RANK=" + std::to_string(placement_[rank].local_rank));
-    env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(placement_[rank].local_world_size));
-    env.push_back("MASTER_ADDR=" + master_addr_);
-    env.push_back("MASTER_PORT=" + std::to_string(port_));
-    env.push_back("LOWCOMM_PROCS_ON_HOST=" + std::to_string(opts_.nproc));  // they share this machine's cores
-    env.push_back("LOWCOMM_LAUNCHER_PID=" + std::to_string(::getpid()));    // workers exit when we die
-    if (!token_.empty()) env.push_back("LOWCOMM_JOB_TOKEN=" + token_);      // proves membership of this job
-    if (cluster_) {  // the site level of the topology (one site on a cluster without a WAN)
-      env.push_back("LOWCOMM_SITE=" + std::to_string(sites[rank].site));
-      env.push_back("LOWCOMM_SITES=" + std::to_string(sites[rank].sites));
-      env.push_back("LOWCOMM_SITE_RANK=" + std::to_string(sites[rank].site_rank));
-      env.push_back("LOWCOMM_SITE_SIZE=" + std::to_string(sites[rank].site_size));
-    }
-    if (cluster_ && !opts_.extra_env.count("GLOO_SOCKET_IFNAME")) {
-      env.erase(std::remove_if(env.begin(), env.end(),
-                               [](const std::string& e) { return e.rfind("GLOO_SOCKET_IFNAME=", 0) == 0; }),
-                env.end());
-      env.push_back("GLOO_SOCKET_IFNAME=" + cluster_->iface);
-    }
-    Worker& w = workers_[rank];
-    w.rank = w.out.rank = w.err.rank = rank;
-    w.err.is_err = true;
-    // A process starts in the network namespace of the thread that spawns it.
-    if (cluster_)
-      runInNetns(cluster_->nodes[placement_[rank].node].netns, [&] { spawn(w, argv, env); });
-    else
-      spawn(w, argv, env);
+  std::vector<std::string> env = baseEnv();
+  env.push_back("RANK=" + std::to_string(rank));
+  env.push_back("WORLD_SIZE=" + std::to_string(opts_.nproc));
+  env.push_back("LOCAL_RANK=" + std::to_string(placement_[rank].local_rank));
+  env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(placement_[rank].local_world_size));
+  env.push_back("MASTER_ADDR=" + master_addr_);
+  env.push_back("MASTER_PORT=" + std::to_string(port_));
+  env.push_back("LOWCOMM_PROCS_ON_HOST=" + std::to_string(opts_.nproc));  // they share this machine's cores
+  env.push_back("LOWCOMM_LAUNCHER_PID=" + std::to_string(::getpid()));    // workers exit when we die
+  if (!token_.empty()) env.push_back("LOWCOMM_JOB_TOKEN=" + token_);      // proves membership of this job
+  if (elastic_) {
+    env.push_back("LOWCOMM_ELASTIC=1");
+    env.push_back("LOWCOMM_ELASTIC_INCARNATION=" + std::to_string(incarnation));
+    env.push_back("LOWCOMM_ELASTIC_HEARTBEAT_MS=" + std::to_string(opts_.elastic.heartbeat.count()));
   }
+  if (cluster_) {  // the site level of the topology (one site on a cluster without a WAN)
+    env.push_back("LOWCOMM_SITE=" + std::to_string(sites[rank].site));
+    env.push_back("LOWCOMM_SITES=" + std::to_string(sites[rank].sites));
+    env.push_back("LOWCOMM_SITE_RANK=" + std::to_string(sites[rank].site_rank));
+    env.push_back("LOWCOMM_SITE_SIZE=" + std::to_string(sites[rank].site_size));
+  }
+  if (cluster_ && !opts_.extra_env.count("GLOO_SOCKET_IFNAME")) {
+    env.erase(std::remove_if(env.begin(), env.end(),
+                             [](const std::string& e) { return e.rfind("GLOO_SOCKET_IFNAME=", 0) == 0; }),
+              env.end());
+    env.push_back("GLOO_SOCKET_IFNAME=" + cluster_->iface);
+  }
+  Worker& w = workers_[rank];
+  w = Worker{};
+  w.rank = w.out.rank = w.err.rank = rank;
+  w.incarnation = incarnation;
+  w.err.is_err = true;
+  // A process starts in the network namespace of the thread that spawns it.
+  if (cluster_)
+    runInNetns(cluster_->nodes[placement_[rank].node].netns, [&] { spawn(w, argv, env); });
+  else
+    spawn(w, argv, env);
 }
 
 // posix_spawnp (not fork+exec): glibc reports exec failure as its return value, and the
@@ -191,8 +204,9 @@ void Supervisor::spawn(Worker& w, std::vector<char*>& argv, std::vector<std::str
 // any worker's group, so that "stopped" means gone when launch() returns.
 void Supervisor::awaitGroupsGone(std::chrono::milliseconds limit) {
   std::set<pid_t> groups;
-  for (const auto& w : workers_)
-    if (w.pid > 0) groups.insert(w.pid);
+  for (const auto* all : {&workers_, &retired_})
+    for (const auto& w : *all)
+      if (w.pid > 0) groups.insert(w.pid);
   const auto deadline = Clock::now() + limit;
   while (liveMemberOf(groups) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
@@ -220,8 +234,9 @@ bool Supervisor::liveMemberOf(const std::set<pid_t>& groups) {
 
 // Signals every worker's group; exited leaders' groups too, as their children may remain.
 void Supervisor::signalAll(int sig) {
-  for (const auto& w : workers_)
-    if (w.pid > 0) ::kill(-w.pid, sig);
+  for (const auto* all : {&workers_, &retired_})
+    for (const auto& w : *all)
+      if (w.pid > 0) ::kill(-w.pid, sig);
 }
 
 void Supervisor::startStopping(int result) {
@@ -252,7 +267,7 @@ void Supervisor::handleSignals() {
 
 void Supervisor::observeExits() {
   for (auto& w : workers_) {
-    if (w.exited) continue;
+    if (w.exited || w.pid <= 0) continue;
     siginfo_t info{};
     if (::waitid(P_PID, w.pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
       // ECHILD: someone else reaped it (SIGCHLD set to SIG_IGN); the status is lost.
@@ -268,13 +283,18 @@ void Supervisor::observeExits() {
     if (info.si_code == CLD_EXITED) {
       w.exit_code = info.si_status;
       const char* error_class = exitStatusName(w.exit_code);
-      if (w.exit_code != 0)
-        reportFailure(w, "exited with status " + std::to_string(w.exit_code) +
-                             (error_class ? std::string(" (") + error_class + ")" : ""), w.exit_code, 0);
+      const std::string what = "exited with status " + std::to_string(w.exit_code) +
+                               (error_class ? std::string(" (") + error_class + ")" : "");
+      if (w.exit_code == 0) {
+        if (elastic_) finishedOnExit(w);
+      } else if (!(elastic_ && replaceOnExit(w, what, w.exit_code, 0))) {
+        reportFailure(w, what, w.exit_code, 0);
+      }
     } else {
       w.exit_code = 128 + info.si_status;
-      reportFailure(w, "was killed by signal " + std::to_string(info.si_status) + " (" +
-                           signalName(info.si_status) + ")", -1, info.si_status);
+      const std::string what = "was killed by signal " + std::to_string(info.si_status) + " (" +
+                               signalName(info.si_status) + ")";
+      if (!(elastic_ && replaceOnExit(w, what, -1, info.si_status))) reportFailure(w, what, -1, info.si_status);
     }
   }
 }

@@ -13,11 +13,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "elastic_host.h"
 #include "signal_forwarding.h"
 #include "unique_fd.h"
 #include "lowcomm/launch/cluster.h"
@@ -40,8 +43,9 @@ struct OutStream {
 };
 
 struct Worker {
-  int rank = 0;
-  pid_t pid = -1;
+  int rank = 0;          // its slot, with --elastic
+  int incarnation = 0;   // --elastic: 0 for the slot's first worker, k for its k-th replacement
+  pid_t pid = -1;        // -1: not started (a slot waiting for its replacement)
   bool exited = false;  // observed (WNOWAIT), reaped only in ~Supervisor
   int exit_code = 0;    // exit status, or 128+signal
   OutStream out, err;
@@ -63,6 +67,9 @@ class Supervisor {
   // Spawns every worker and supervises them to the end; returns 0, the first failure's exit
   // code, or 128 + the signal received.
   int run();
+  // --elastic: the membership goes through `store` (the launcher's own client of the store it
+  // hosts, lowcomm/launch/launcher.h). Before run().
+  void setElasticStore(std::shared_ptr<net::Store> store);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -73,6 +80,7 @@ class Supervisor {
   size_t runningCount() const;
   std::vector<std::string> baseEnv() const;
   void spawnAll();
+  void spawnSlot(int rank, int incarnation);
   void spawn(Worker& w, std::vector<char*>& argv, std::vector<std::string>& env);
   void awaitGroupsGone(std::chrono::milliseconds limit);
   static bool liveMemberOf(const std::set<pid_t>& groups);
@@ -82,6 +90,14 @@ class Supervisor {
   void handleSignals();
   void observeExits();
   void reportFailure(const Worker& w, const std::string& what, int status = -1, int signal = 0);
+
+  // Live membership (supervisor_elastic.cpp).
+  // A worker ended: true when the slot is taken care of (to be replaced, or the job finishing),
+  // false when the failure stops the job as without --elastic.
+  bool replaceOnExit(Worker& w, const std::string& what, int status, int signal);
+  void finishedOnExit(const Worker& w);  // a worker exited 0
+  void tickElastic();
+  void retire(Worker& w);
 
   // Output forwarding (supervisor_output.cpp).
   void pollOnce(Clock::time_point until);
@@ -100,11 +116,16 @@ class Supervisor {
   std::ostream& out_;
   std::ostream& err_;
   SignalForwarding signals_;
-  std::vector<Worker> workers_;
+  std::vector<Worker> workers_;   // the current worker of each slot
+  std::vector<Worker> retired_;   // --elastic: replaced workers (zombies until ~Supervisor)
   int result_ = 0;  // first failure's exit code or 128+signal received; 0 while all is well
   Clock::time_point kill_at_{};
   bool killed_ = false;
   LaunchReport* report_;
+  std::unique_ptr<ElasticHost> elastic_;
+  std::map<int, Clock::time_point> replace_at_;  // slots waiting for their replacement
+  int replacements_ = 0;
+  bool finishing_ = false;  // --elastic: a worker has exited 0
   // This launch's job token, unless our own environment brings one (a job across hosts: every
   // host's launcher must hand out the same secret) or the options do (withJobToken: one token
   // for every restart of a job).

@@ -124,8 +124,22 @@ RdzvClient::~RdzvClient() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void RdzvClient::abort(const std::string& why) {
+  std::lock_guard<std::mutex> lk(why_mu_);
+  if (aborted_.load()) return;
+  why_ = why;
+  aborted_.store(true);
+}
+
+void RdzvClient::checkAborted(const std::string& what) const {
+  if (!aborted_.load()) return;
+  std::lock_guard<std::mutex> lk(why_mu_);
+  throw AbortedError("rendezvous store: " + what + " aborted: " + why_);
+}
+
 std::vector<uint8_t> RdzvClient::call(const std::vector<uint8_t>& request, std::chrono::milliseconds reply_within,
                                       const std::string& what) {
+  checkAborted(what);
   std::lock_guard<std::mutex> lock(mu_);
   const auto deadline = Clock::now() + reply_within;
   std::vector<uint8_t> reply;
@@ -158,6 +172,7 @@ Bytes RdzvClient::get(const std::string& key, std::chrono::milliseconds timeout)
     putInt(req, static_cast<uint32_t>(slice));
     auto reply = call(req, std::chrono::milliseconds(slice) + std::chrono::seconds(30), "get('" + key + "')");
     if (reply[0] == kOk) return Bytes(reply.begin() + 1, reply.end());
+    checkAborted("get('" + key + "')");
     if (Clock::now() >= deadline)
       throw TimeoutError("store: key '" + key + "' not set within " + std::to_string(timeout.count()) + " ms");
     std::this_thread::yield();  // let a sibling thread take the connection

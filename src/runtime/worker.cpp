@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "lowcomm/base/error.h"
+#include "lowcomm/net/membership.h"
 
 namespace lowcomm::runtime {
 
@@ -66,21 +67,56 @@ Worker initWorker(const WorkerOptions& opts) {
   const auto rendezvous = opts.rendezvous_timeout.count() > 0 ? opts.rendezvous_timeout : opts.comm.timeout;
   const std::string token = jobTokenFromEnv(env->world);
   const int site = net::siteFromEnv();  // before the rendezvous: a bad value fails this rank at once
-  if (env->rank == 0) w.server = std::make_shared<net::RdzvServer>(env->master_addr, env->master_port, token);
-  w.store = std::make_shared<net::RdzvClient>(env->master_addr, env->master_port, token, rendezvous);
+  const ElasticEnv elastic = elasticFromEnv(env->rank, env->world);
+  if (env->rank == 0 && elastic.slot < 0)
+    w.server = std::make_shared<net::RdzvServer>(env->master_addr, env->master_port, token);
+  w.connect = [addr = env->master_addr, port = env->master_port, token, rendezvous] {
+    return std::make_shared<net::RdzvClient>(addr, port, token, rendezvous);
+  };
+  w.store = w.connect();
   comm::CommOptions co = opts.comm;
   co.auth_token = token;  // every Gloo pair proves it too
   if (co.group_size == 0) co.group_size = env->local_world;
   if (co.site < 0) co.site = site;  // the launcher's site of this rank (absent: unknown)
   co.connect_timeout = rendezvous;
+  w.comm_options = co;
+  w.transport = opts.transport;
+  if (w.transport.route_to.empty()) w.transport.route_to = env->master_addr;  // listen where the job rendezvouses
+  if (elastic.slot >= 0) {
+    w.membership = std::make_shared<MembershipMonitor>(w.connect, elastic);
+    if (!elastic.joining()) joinNextEpoch(w, 0, rendezvous);  // a replacement joins once it is ready
+    return w;
+  }
   try {
-    net::TransportOptions transport = opts.transport;
-    if (transport.route_to.empty()) transport.route_to = env->master_addr;  // listen where the job rendezvouses
-    w.comm = comm::Communicator::create(w.store, env->rank, env->world, co, transport);
+    w.comm = comm::Communicator::create(w.store, env->rank, env->world, co, w.transport);
   } catch (const TimeoutError& e) {
     throw TimeoutError("rank " + std::to_string(env->rank) + ": " + e.what());
   }
   return w;
+}
+
+void joinNextEpoch(Worker& w, int64_t after, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  w.comm.reset();
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const net::Epoch e = w.membership->awaitNext(*w.store, after, std::max(left, std::chrono::milliseconds(1)));
+    auto client = w.connect();
+    w.membership->watch(e.number, nullptr, client);
+    try {
+      auto store = std::make_shared<net::PrefixStore>(client, net::membership::commPrefix(e.number));
+      auto comm = comm::Communicator::create(store, e.rankOf(w.membership->env().slot), static_cast<int>(e.members.size()),
+                                             w.comm_options, w.transport);
+      w.membership->watch(e.number, comm, client);
+      w.comm = std::move(comm);
+      w.epoch_store = std::move(client);
+      w.epoch = e.number;
+      return;
+    } catch (const std::exception&) {
+      if (w.membership->latest() <= e.number && net::membership::currentEpoch(*w.store) <= e.number) throw;
+      after = e.number;  // the epoch moved on while connecting: join the next one
+    }
+  }
 }
 
 }  // namespace lowcomm::runtime

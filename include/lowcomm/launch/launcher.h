@@ -31,6 +31,23 @@
 
 namespace lowcomm::launch {
 
+// Live membership (`--elastic`, docs/elastic.md): a worker that dies is replaced in its slot while
+// the others train on, instead of the whole job stopping. The launcher hosts the rendezvous store
+// at MASTER_ADDR:MASTER_PORT (so it outlives every worker), publishes the membership epochs,
+// watches the workers' heartbeats (a worker silent for `heartbeat_timeout` is killed and
+// replaced) and starts a replacement `replace_after` after a death, with LOWCOMM_ELASTIC=1,
+// LOWCOMM_ELASTIC_INCARNATION (0 for the first worker of a slot) and
+// LOWCOMM_ELASTIC_HEARTBEAT_MS. A failure a new process would repeat (a config or data error:
+// the rule of launchWithRestarts) still stops the job, as does the `max_replacements`+1-th death.
+// Once a worker has exited 0 the job is finishing: nothing more is replaced.
+struct ElasticOptions {
+  bool enabled = false;
+  std::chrono::milliseconds heartbeat{200};
+  std::chrono::milliseconds heartbeat_timeout{3000};
+  std::chrono::milliseconds replace_after{500};
+  int max_replacements = 1000;
+};
+
 struct LaunchOptions {
   int nproc = 1;
   std::string master_addr = "127.0.0.1";
@@ -47,6 +64,7 @@ struct LaunchOptions {
   std::string cluster;
   int procs_per_node = 0;  // 0: the cluster's own (tools/cluster up --procs-per-node)
   std::string wire_json;   // cluster only: write the run's wire bytes per node here (JSON)
+  ElasticOptions elastic;
 };
 
 // What ended a launch: the first failing rank and why (or a later one whose error recurs when the

@@ -109,14 +109,24 @@ class RdzvClient : public Store {
   bool check(const std::string& key) override;
   int64_t add(const std::string& key, int64_t delta) override;
 
+  // From any thread: a get() waiting for its key returns within its 100 ms slice, and every call
+  // from then on throws AbortedError naming `why` (a rendezvous of a membership epoch that has
+  // moved on: docs/elastic.md). The first reason stays.
+  void abort(const std::string& why);
+
  private:
   std::vector<uint8_t> call(const std::vector<uint8_t>& request, std::chrono::milliseconds reply_within,
                             const std::string& what);
+
+  void checkAborted(const std::string& what) const;
 
   std::string where_;
   std::string prefix_;  // "job/<id>/"
   int fd_ = -1;
   std::mutex mu_;
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex why_mu_;
+  std::string why_;
 };
 
 // The id keys are namespaced with: 16 hex digits of HMAC-SHA256(token, "lowcomm-job-id").

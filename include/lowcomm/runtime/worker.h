@@ -10,6 +10,7 @@
 #include "lowcomm/net/env.h"
 #include "lowcomm/net/transport.h"
 #include "lowcomm/runtime/launcher_watch.h"
+#include "lowcomm/runtime/membership.h"
 #include "lowcomm/net/rdzv_store.h"
 
 namespace lowcomm::runtime {
@@ -24,10 +25,24 @@ struct WorkerOptions {
 struct Worker {
   net::WorkerEnv env;
   std::shared_ptr<LauncherWatch> watch;     // started by lowcomm launch: exit when it dies
-  std::shared_ptr<net::RdzvServer> server;  // rank 0 only
+  std::shared_ptr<net::RdzvServer> server;  // rank 0 only (not with --elastic: the launcher hosts it)
   std::shared_ptr<net::Store> store;
-  std::shared_ptr<comm::Communicator> comm;
+  std::shared_ptr<comm::Communicator> comm;  // with --elastic: epoch `epoch`'s; null for a replacement
+  // --elastic (LOWCOMM_ELASTIC=1; docs/elastic.md): the membership monitor, a factory of fresh
+  // store clients (one per epoch's rendezvous, abortable), and the communicator's options.
+  std::shared_ptr<MembershipMonitor> membership;
+  MembershipMonitor::Connect connect;
+  std::shared_ptr<net::RdzvClient> epoch_store;  // the rendezvous client of `comm`'s epoch
+  int64_t epoch = 0;
+  comm::CommOptions comm_options;
+  net::TransportOptions transport;
 };
+
+// --elastic: joins the newest membership epoch after `after` that lists this worker's slot
+// (waiting up to `timeout`; NotAMemberError when it does not list it) and sets w.comm, w.epoch
+// and w.epoch_store; the monitor aborts them when the epoch moves on. A rendezvous aborted so (a
+// member died while the others connected) is tried again at the next epoch.
+void joinNextEpoch(Worker& w, int64_t after, std::chrono::milliseconds timeout);
 
 // LOWCOMM_JOB_TOKEN (set by lowcomm launch; exported by hand under torchrun, srun or mpirun).
 // A job of one rank without it gets a random one; a larger job without it is a ConfigError.

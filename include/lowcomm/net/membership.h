@@ -1,0 +1,55 @@
+// The live-membership protocol between `lowcomm launch --elastic` and its workers, over the job's
+// authenticated rendezvous store: the one place for its keys and encodings (docs/elastic.md).
+//
+// Keys (in the job's namespace of the store):
+//   elastic/epoch                       the current epoch (decimal), written by the launcher only,
+//                                       after the epoch's members and reason
+//   elastic/members/<e>                 epoch e's slots, ascending, comma-separated ("0,1,3")
+//   elastic/why/<e>                     why epoch e began ("start", "slot 2 left: killed by signal 9")
+//   elastic/hb/<slot>                   the slot's heartbeat counter (each worker adds 1 per beat)
+//   elastic/ready/<slot>/<incarnation>  a replacement worker is ready to join (model and data built)
+//   elastic/e<e>/...                    the rendezvous of epoch e's communicators
+// Contract: the launcher publishes epochs with increasing numbers; a worker that reads the epoch
+// number finds its members and reason already there. Whatever a store holds is checked before use:
+// a malformed value is a DataError naming the key.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lowcomm/net/store.h"
+
+namespace lowcomm::net {
+
+struct Epoch {
+  int64_t number = 0;  // 0: no epoch published yet
+  std::vector<int> members;  // slots, ascending
+  std::string why;
+  // The slot's rank in this epoch (its index among the members), -1 when it is not a member.
+  int rankOf(int slot) const;
+};
+
+namespace membership {
+
+std::string epochKey();
+std::string membersKey(int64_t epoch);
+std::string whyKey(int64_t epoch);
+std::string heartbeatKey(int slot);
+std::string readyKey(int slot, int incarnation);
+std::string commPrefix(int64_t epoch);  // for PrefixStore
+
+std::string encodeMembers(const std::vector<int>& slots);
+// DataError naming `key` unless `text` is ascending distinct slots in [0, max_slots).
+std::vector<int> decodeMembers(const std::string& text, int max_slots, const std::string& key);
+
+// Launcher: writes the members and the reason, then the epoch number.
+void publish(Store& store, const Epoch& e);
+// Workers: the current epoch number, 0 when none is published yet (never blocks).
+int64_t currentEpoch(Store& store);
+// Workers: epoch `number`'s members and reason (published: they were written before its number).
+Epoch readEpoch(Store& store, int64_t number, int max_slots, std::chrono::milliseconds timeout);
+
+}  // namespace membership
+}  // namespace lowcomm::net

@@ -1,0 +1,123 @@
+#include "lowcomm/runtime/membership.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace lowcomm::runtime {
+
+namespace {
+
+int envInt(const char* name, int fallback, int lo, int hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < lo || x > hi)
+    throw ConfigError("environment variable " + std::string(name) + " = '" + v + "'; expected an integer in [" +
+                      std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+ElasticEnv elasticFromEnv(int rank, int world) {
+  ElasticEnv e;
+  const char* on = std::getenv("LOWCOMM_ELASTIC");
+  if (!on || std::strcmp(on, "1") != 0) return e;
+  e.slot = rank;
+  e.slots = world;
+  e.incarnation = envInt("LOWCOMM_ELASTIC_INCARNATION", 0, 0, 1 << 30);
+  e.heartbeat = std::chrono::milliseconds(envInt("LOWCOMM_ELASTIC_HEARTBEAT_MS", 200, 10, 60000));
+  return e;
+}
+
+MembershipMonitor::MembershipMonitor(Connect connect, ElasticEnv env)
+    : connect_(std::move(connect)), env_(env), store_(connect_()) {
+  latest_ = net::membership::currentEpoch(*store_);
+  store_->add(net::membership::heartbeatKey(env_.slot), 1);  // alive from the start
+  thread_ = std::thread(&MembershipMonitor::loop, this);
+}
+
+MembershipMonitor::~MembershipMonitor() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void MembershipMonitor::announceReady() {
+  store_->set(net::membership::readyKey(env_.slot, env_.incarnation), net::toBytes(std::to_string(env_.incarnation)));
+}
+
+void MembershipMonitor::loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!cv_.wait_for(lk, env_.heartbeat, [&] { return stop_; })) {
+    lk.unlock();
+    std::string failure;
+    int64_t e = 0;
+    try {
+      store_->add(net::membership::heartbeatKey(env_.slot), 1);
+      e = net::membership::currentEpoch(*store_);
+    } catch (const std::exception& ex) {
+      failure = std::string("the membership store failed: ") + ex.what();
+    }
+    lk.lock();
+    if (!failure.empty()) {
+      abortWatched(0, failure);
+      return;
+    }
+    if (e > latest_.load()) latest_ = e;
+    if (comm_ || rendezvous_) {
+      if (e > watched_epoch_) {
+        std::string why;
+        try {
+          why = net::toString(store_->get(net::membership::whyKey(e), std::chrono::seconds(5)));
+        } catch (const std::exception& ex) {
+          why = std::string("(reason unreadable: ") + ex.what() + ")";
+        }
+        abortWatched(e, "membership epoch " + std::to_string(e) + ": " + why);
+      }
+    }
+  }
+}
+
+// With mu_ held.
+void MembershipMonitor::abortWatched(int64_t epoch, const std::string& why) {
+  (void)epoch;
+  if (comm_) comm_->abort(why);
+  if (rendezvous_) rendezvous_->abort(why);
+  comm_.reset();
+  rendezvous_.reset();
+}
+
+void MembershipMonitor::watch(int64_t epoch, std::shared_ptr<comm::Communicator> comm,
+                              std::shared_ptr<net::RdzvClient> rendezvous) {
+  std::lock_guard<std::mutex> lk(mu_);
+  watched_epoch_ = epoch;
+  comm_ = std::move(comm);
+  rendezvous_ = std::move(rendezvous);
+  if (latest_.load() > epoch) abortWatched(latest_.load(), "membership epoch " + std::to_string(latest_.load()) + " began");
+}
+
+net::Epoch MembershipMonitor::awaitNext(net::Store& store, int64_t after, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const int64_t e = net::membership::currentEpoch(store);
+    if (e > after) {
+      if (e > latest_.load()) latest_ = e;
+      net::Epoch info = net::membership::readEpoch(store, e, env_.slots, timeout);
+      if (info.rankOf(env_.slot) < 0)
+        throw NotAMemberError("slot " + std::to_string(env_.slot) + " is not a member of membership epoch " +
+                              std::to_string(e) + " (" + info.why + "): the launcher has replaced this worker");
+      return info;
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw TimeoutError("slot " + std::to_string(env_.slot) + ": no membership epoch after " + std::to_string(after) +
+                         " within " + std::to_string(timeout.count()) + " ms (fewer live workers than elastic.min_replicas?)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace lowcomm::runtime
