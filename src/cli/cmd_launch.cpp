@@ -63,7 +63,10 @@ int cmdLaunch(int argc, char** argv) {
                  "(LOWCOMM_RESTART_COUNT tells the workers; `lowcomm train` then resumes from its latest checkpoint)")
       ->check(CLI::Range(0, 1000000));
 
+  addElasticOptions(app, opts.elastic);
+
   if (!parseArgs(app, dash, argv)) return 0;
+  checkElasticOptions(opts.elastic, max_restarts);
 
   if (nproc <= 0 && !opts.cluster.empty()) {
     const auto c = launch::loadCluster(opts.cluster);

@@ -12,6 +12,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "elastic_membership.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/comm/tuned_table.h"
 #include "lowcomm/net/env.h"
@@ -144,6 +145,7 @@ int cmdTrain(int argc, char** argv) {
   app.add_flag("--resume", resume, "continue from the latest checkpoint in checkpoint.dir");
   app.add_flag("--list-keys", list_keys, "print every configuration key and exit");
   addClusterOptions(app, cluster);
+  addElasticOptions(app, cluster.elastic);
   app.add_option("--max-restarts", cluster.max_restarts,
                  "with --nproc: after a worker is killed, loses a peer or times out, restart all workers from the "
                  "latest checkpoint after a backoff, up to N times (a config, data or checkpoint error is not restarted)")
@@ -167,6 +169,7 @@ int cmdTrain(int argc, char** argv) {
   }
 
   std::shared_ptr<comm::Communicator> world;
+  std::shared_ptr<train::ElasticMembership> elastic;
   runtime::Worker worker;  // alive until training ends: it exits the process if the launcher dies
   if (net::detectWorkerEnv()) {
     runtime::WorkerOptions wo;
@@ -174,15 +177,16 @@ int cmdTrain(int argc, char** argv) {
     wo.transport.iface = cfg.comm.iface;
     wo.transport.address = cfg.comm.address;
     worker = runtime::initWorker(wo);
-    world = worker.comm;
+    world = worker.comm;  // --elastic: the first epoch's; none for a replacement (it joins once built)
+    if (worker.membership) elastic = makeWorkerMembership(worker);
   } else {
     runtime::pinTorchThreads(1);
     net::TransportOptions t;
     t.address = "127.0.0.1";
     world = comm::Communicator::create(std::make_shared<net::MemoryStore>(), 0, 1, commOptions(cfg), t);
   }
-  const int gs = world->options().group_size;
-  if (cfg.comm.allgather == "hier" && world->size() > 1 && !(gs > 1 && gs < world->size()))
+  const int gs = world ? world->options().group_size : 0;
+  if (world && cfg.comm.allgather == "hier" && world->size() > 1 && !(gs > 1 && gs < world->size()))
     throw ConfigError("comm.allgather = \"hier\" needs nodes of several ranks and more than one node (ranks per node " +
                       std::to_string(gs) + ", world " + std::to_string(world->size()) + ")");
   train::TrainOptions to;
@@ -191,8 +195,10 @@ int cmdTrain(int argc, char** argv) {
   to.resume = resume;
   to.restart_count = restartCount();
   if (const char* token = std::getenv("LOWCOMM_JOB_TOKEN"); token && *token) to.job_id = net::jobId(token);
+  to.elastic = elastic;
   const auto s = train::runTraining(cfg, world, to);
-  if (world->rank() == 0) printSummary(s, cfg);
+  const int final_rank = elastic ? s["elastic"]["rank"].get<int>() : world->rank();  // --elastic: the last epoch's
+  if (final_rank == 0) printSummary(s, cfg);
   return 0;
 }
 

@@ -110,7 +110,7 @@ void joinNextEpoch(Worker& w, int64_t after, std::chrono::milliseconds timeout) 
       w.membership->watch(e.number, comm, client);
       w.comm = std::move(comm);
       w.epoch_store = std::move(client);
-      w.epoch = e.number;
+      w.epoch = e;
       return;
     } catch (const std::exception&) {
       if (w.membership->latest() <= e.number && net::membership::currentEpoch(*w.store) <= e.number) throw;

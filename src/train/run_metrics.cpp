@@ -53,7 +53,8 @@ nlohmann::json TrainingRun::withBytes(nlohmann::json j) const {
 
 void TrainingRun::logStep(const std::string& phase) {
   const auto [sent, recv] = bytes();
-  const double sps = static_cast<double>(win_.steps * accum_ * cfg_.data.batch_size * n_) / std::max(win_.time, 1e-9);
+  const int replicas = elastic_ ? slots_ : n_;  // --elastic: every step averages all slots' batches
+  const double sps = static_cast<double>(win_.steps * accum_ * cfg_.data.batch_size * replicas) / std::max(win_.time, 1e-9);
   if (jsonl_) {
     const auto snap = world_->meter().snapshot();
     nlohmann::json rec = {{"type", "step"}, {"step", step_}, {"epoch", loader_->position().epoch + 1},

@@ -112,6 +112,7 @@ nlohmann::json TrainingRun::summary(double wall) {
   // A strategy that rebuilds its DDP (and codec) has one compressor per rebuild: the ratio over
   // the whole run is the summed one, not the last hook's.
   if (!compressors_.empty()) s["compression_ratio"] = s["compression"]["ratio"];
+  if (elastic_) s["elastic"] = elasticJson(wall);
   return s;
 }
 

@@ -43,8 +43,17 @@ void TrainingRun::trainStep() {
   const auto t0 = Clock::now();
   double step_loss = 0;
   data::Batch b;
-  for (int64_t a = 0; a < accum_; ++a) {
-    loader_->next(b);
+  // Under --elastic a member also computes the shards of empty slots it adopted (run_elastic.cpp):
+  // accum_ micro-batches from each, every loss scaled so that DDP's average over the members is
+  // the average over all slots' batches, as in a run where no slot is empty.
+  std::vector<data::BatchLoader*> sources{loader_.get()};
+  for (auto& [slot, l] : adopted_) sources.push_back(l.get());
+  const int64_t micro = accum_ * static_cast<int64_t>(sources.size());
+  const double scale = elastic_ ? static_cast<double>(n_) / (static_cast<double>(slots_) * static_cast<double>(accum_))
+                                : 1.0 / static_cast<double>(accum_);
+  for (int64_t i = 0; i < micro; ++i) {
+    const int64_t a = i % accum_;  // pipelines and plain runs: one source, i == a
+    sources[static_cast<size_t>(i / accum_)]->next(b);
     if (pipeline_) {
       AutocastScope amp(cfg_.model.autocast == "bf16");
       step_loss += pipeline_->trainStep(
@@ -53,20 +62,20 @@ void TrainingRun::trainStep() {
           [&](bool last) { strategy_->setSync(last && a == accum_ - 1); });
       continue;
     }
-    strategy_->setSync(a == accum_ - 1);
+    strategy_->setSync(i == micro - 1);
     torch::Tensor loss;
     {
       TraceScope s(&trace_, "forward", "compute", 0);
       AutocastScope amp(cfg_.model.autocast == "bf16");
       const int64_t heap0 = heapInUseBytes();
-      loss = criterion_.mean(strategy_->forward(b.x), b.y) / static_cast<double>(accum_);
+      loss = criterion_.mean(strategy_->forward(b.x), b.y) * scale;
       peak_activation_bytes_ = std::max(peak_activation_bytes_, heapInUseBytes() - heap0);  // what backward will free
     }
     {
       TraceScope s(&trace_, "backward", "compute", 0);
       loss.backward();
     }
-    step_loss += loss.item<double>();
+    step_loss += loss.item<double>() / scale / static_cast<double>(micro);
   }
   if (rank_ == cfg_.fault.slow_rank && cfg_.fault.slow_factor > 1) {  // the benchmark knob: a slower rank
     TraceScope s(&trace_, "fault-slowdown", "compute", 0);
@@ -91,6 +100,7 @@ void TrainingRun::trainStep() {
   const double dt = since(t0), waited = strategy_->stats().wait_s - wait_before;
   win_.loss += step_loss, win_.time += dt, win_.compute += dt - waited, total_compute_ += dt - waited;
   total_step_s_ += dt;
+  if (elastic_ && static_cast<int>(members_.size()) == slots_) full_step_s_.push_back(dt);
   ++win_.steps;
   if (step_ % cfg_.logging.log_every == 0 || step_ == total_) logStep(phase);
 }
@@ -108,13 +118,14 @@ nlohmann::json TrainingRun::run() {
                   last_eval_.loss);
   };
   model_->train();
-  while (step_ < total_) {
+  auto iteration = [&] {
     const auto pos = loader_->position();
     if (pos.batch + accum_ > loader_->batchesPerEpoch()) {  // end of an epoch
       if (last_eval_step_ != step_) evalNow(pos.epoch + 1);
       announce("epoch", static_cast<long long>(pos.epoch + 1));
       loader_->startEpoch(pos.epoch + 1);
-      continue;
+      for (auto& [slot, l] : adopted_) l->startEpoch(pos.epoch + 1);
+      return;
     }
     trainStep();
     if (cfg_.logging.eval_every > 0 && step_ % cfg_.logging.eval_every == 0 && step_ < total_ &&
@@ -123,6 +134,25 @@ nlohmann::json TrainingRun::run() {
       announce("step", static_cast<long long>(step_));
     }
     if (checkpoints.due(*world_, step_, since(t_run))) saveAt(step_);
+  };
+  while (step_ < total_) {
+    if (!elastic_) {
+      iteration();
+      continue;
+    }
+    // --elastic: a membership change aborts the iteration's communication; a step not applied
+    // here is rolled back (its batches are read again), then the members heal and agree.
+    const int64_t step_before = step_;
+    const auto pos_before = loader_->position();
+    try {
+      iteration();
+    } catch (const AbortedError& e) {
+      if (step_ == step_before) {
+        loader_->seek(pos_before);
+        optimizer_->zero_grad();
+      }
+      heal(e.what());
+    }
   }
   progress_.finish();
   if (strategy_->finish(step_)) last_eval_step_ = -1;  // the weights changed: evaluate them

@@ -6,6 +6,7 @@
 //   trainer.cpp          the loop: steps, evaluations, the end of the run
 //   run_metrics.cpp      metrics.jsonl and the progress line
 //   run_summary.cpp      the summary (collective)
+//   run_elastic.cpp      --elastic: joining, healing after a membership change, adopted shards
 #pragma once
 
 #include <torch/torch.h>
@@ -66,11 +67,28 @@ class TrainingRun {
 
   void build();
   void buildModel();
+  data::Augment augmentation() const;
+  // The strategy over grid_ (after a membership change: no initial broadcast, the heal agrees
+  // on the state instead). Compressors are reused, so error-feedback memories survive a heal.
+  void makeStrategy(bool broadcast_initial);
   nn::ModelSpec modelSpec() const;
   bool lm() const { return train_.task == data::Task::language_model; }
   void resumeOrStart();
   void openMetrics();
   void trainStep();
+  // --elastic (run_elastic.cpp).
+  bool elasticStep();  // one loop iteration's work under --elastic; false when it was aborted and healed
+  void checkElasticScope() const;
+  void joinAsReplacement();
+  void heal(const std::string& why);
+  void useEpoch(const ElasticEpoch& e);
+  void syncState();
+  std::string transferState();
+  void loadTransferred(const std::string& bytes, const std::string& from);
+  void adoptShards();  // the empty slots' shards this member computes (DDP)
+  // heals, and step_efficiency: steps done / the steps `wall` allows at the median step time
+  // with every slot a member.
+  nlohmann::json elasticJson(double wall) const;
   void logStep(const std::string& phase);
   void evalNow(int64_t epoch, bool final = false);
   void saveAt(int64_t step);
@@ -86,9 +104,10 @@ class TrainingRun {
   void saveFullModel();
 
   const TrainConfig& cfg_;
-  std::shared_ptr<comm::Communicator> world_;
+  std::shared_ptr<comm::Communicator> world_;  // with --elastic: the current epoch's
   const TrainOptions& opts_;
-  const int rank_, n_;
+  int rank_, n_;         // in world_ (-1, 0 for a replacement before it joins)
+  int slot_, slots_;     // the data shard and the shard count: rank_, n_ without --elastic
   const std::filesystem::path out_dir_, ckpt_dir_;
   data::Dataset train_, test_;
   parallel::Grid grid_;  // the strategy runs on grid_.dp_comm
@@ -99,6 +118,7 @@ class TrainingRun {
   StageCut cut_;                 // parallel.pp > 1: where the stages are cut, and why
   Trace trace_;
   std::vector<std::shared_ptr<compress::Compressor>> compressors_;
+  size_t next_compressor_ = 0;  // makeStrategy hands compressors_ out again from here
   std::unique_ptr<data::BatchLoader> loader_;
   int64_t accum_ = 1, per_epoch_ = 1, total_ = 0;
   std::unique_ptr<LrSchedule> schedule_;
@@ -120,6 +140,24 @@ class TrainingRun {
   double total_compute_ = 0, total_step_s_ = 0, last_lr_ = 0;
   int64_t peak_activation_bytes_ = 0;  // the largest heap growth over a forward (no pipeline)
   nlohmann::json memory_;
+
+  // --elastic
+  std::shared_ptr<ElasticMembership> elastic_;
+  int64_t epoch_ = 0;
+  std::vector<int> members_;
+  // Shards of empty slots this member computes each step, with their loaders (DDP: every step
+  // averages all `slots_` shards whatever the membership).
+  std::map<int, std::unique_ptr<data::BatchLoader>> adopted_;
+  struct Heal {
+    int64_t epoch;
+    std::string why;
+    double seconds;
+    int64_t bytes;     // state received (this rank)
+    int64_t step;      // the step training continued from
+  };
+  std::vector<Heal> heals_;
+  int64_t steps_aborted_ = 0;  // iterations whose work a membership change threw away
+  std::vector<double> full_step_s_;  // step times with every slot a member (step efficiency)
 };
 
 }  // namespace lowcomm::train

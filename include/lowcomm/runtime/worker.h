@@ -33,7 +33,7 @@ struct Worker {
   std::shared_ptr<MembershipMonitor> membership;
   MembershipMonitor::Connect connect;
   std::shared_ptr<net::RdzvClient> epoch_store;  // the rendezvous client of `comm`'s epoch
-  int64_t epoch = 0;
+  net::Epoch epoch;  // of `comm`
   comm::CommOptions comm_options;
   net::TransportOptions transport;
 };

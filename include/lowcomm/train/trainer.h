@@ -14,6 +14,7 @@
 
 #include "lowcomm/comm/communicator.h"
 #include "lowcomm/train/config.h"
+#include "lowcomm/train/elastic.h"
 
 namespace lowcomm::train {
 
@@ -31,6 +32,9 @@ struct TrainOptions {
   // its own job wrote: one whose first attempt died before its first checkpoint starts afresh
   // instead of continuing an earlier job's run in the same directory. --resume ignores it.
   std::string job_id;
+  // --elastic (docs/elastic.md): the membership; `world` is then its initial epoch's (null for a
+  // replacement, which joins once built). Strategies other than ddp are a ConfigError.
+  std::shared_ptr<ElasticMembership> elastic;
 };
 
 // Returns the summary (on every rank): {strategy, world, steps, epochs, wall_s, test_accuracy,
