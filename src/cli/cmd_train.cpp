@@ -145,7 +145,9 @@ int cmdTrain(int argc, char** argv) {
   app.add_flag("--resume", resume, "continue from the latest checkpoint in checkpoint.dir");
   app.add_flag("--list-keys", list_keys, "print every configuration key and exit");
   addClusterOptions(app, cluster);
-  addElasticOptions(app, cluster.elastic);
+  app.add_flag("--elastic", cluster.elastic.enabled,
+               "with --nproc: a worker that dies is replaced while the others train on, no restart (the [elastic] "
+               "section; docs/elastic.md)");
   app.add_option("--max-restarts", cluster.max_restarts,
                  "with --nproc: after a worker is killed, loses a peer or times out, restart all workers from the "
                  "latest checkpoint after a backoff, up to N times (a config, data or checkpoint error is not restarted)")
@@ -157,6 +159,9 @@ int cmdTrain(int argc, char** argv) {
   }
   const auto cfg = train::loadConfig(config, sets);  // fail before launching anything
 
+  cluster.elastic.heartbeat = std::chrono::milliseconds(cfg.elastic.heartbeat_ms);
+  cluster.elastic.heartbeat_timeout = std::chrono::milliseconds(cfg.elastic.heartbeat_timeout_ms);
+  cluster.elastic.max_replacements = static_cast<int>(cfg.elastic.max_replacements);
   if (!cluster.name.empty() && nproc > 0 && cluster.wire_json.empty())
     cluster.wire_json = (std::filesystem::path(cfg.logging.out_dir) / "wire.json").string();
   if (const int rc = relaunchAsWorkers(nproc, "train", argc, argv, cluster); rc >= 0) {

@@ -10,6 +10,7 @@ class WorkerMembership final : public train::ElasticMembership {
   int slot() const override { return w_.membership->env().slot; }
   int slots() const override { return w_.membership->env().slots; }
   bool joining() const override { return w_.membership->env().joining(); }
+  int incarnation() const override { return w_.membership->env().incarnation; }
   train::ElasticEpoch initial() override { return current(); }
   void announceReady() override { w_.membership->announceReady(); }
   train::ElasticEpoch join(int64_t after) override {

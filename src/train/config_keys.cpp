@@ -123,7 +123,25 @@ Section<FaultConfig> fault() {
   Section<O> s("fault", "a benchmark knob: one rank made slower, to see which strategies wait for it");
   s.integer("slow_rank", &O::slow_rank, -1, 65535, "the slowed rank; -1 = none")
       .number("slow_factor", &O::slow_factor, Range::closed(1, 100),
-              "its forward + backward take this many times as long (it sleeps the rest)");
+              "its forward + backward take this many times as long (it sleeps the rest)")
+      .integer("kill_slot", &O::kill_slot, -1, 65535,
+               "--elastic test knob: this slot's worker kills itself (SIGKILL); -1 = none")
+      .integer("kill_incarnation", &O::kill_incarnation, 0, 1 << 30,
+               "which worker of the slot: 0 = the first, k = its k-th replacement")
+      .integer("kill_step", &O::kill_step, 0, int64_t{1} << 40, "at this step")
+      .choice("kill_at", &O::kill_at, {"step", "collective", "heal", "checkpoint"},
+              "where: before the step, inside its gradient allreduce, during a heal, during a checkpoint");
+  return s;
+}
+
+Section<ElasticConfig> elastic() {
+  using O = ElasticConfig;
+  Section<O> s("elastic", "live membership with lowcomm train --nproc N --elastic (docs/elastic.md)");
+  s.integer("min_replicas", &O::min_replicas, 1, 65536, "fewer live members wait for replacements instead of training")
+      .integer("heartbeat_ms", &O::heartbeat_ms, 10, 60000, "how often each worker beats")
+      .integer("heartbeat_timeout_ms", &O::heartbeat_timeout_ms, 100, 3600000,
+               "a worker silent this long is killed and replaced")
+      .integer("max_replacements", &O::max_replacements, 0, 1000000, "deaths replaced before the job stops");
   return s;
 }
 
@@ -143,6 +161,7 @@ std::vector<BoundSection> commonSections(const parallel::StrategyRegistry& strat
           bindSection<StrategyConfig>(strategy(strategies), [](TrainConfig& c) -> StrategyConfig& { return c.strategy; }),
           bindSection<ParallelConfig>(parallelGrid(), [](TrainConfig& c) -> ParallelConfig& { return c.parallel; }),
           bindSection<FaultConfig>(fault(), [](TrainConfig& c) -> FaultConfig& { return c.fault; }),
+          bindSection<ElasticConfig>(elastic(), [](TrainConfig& c) -> ElasticConfig& { return c.elastic; }),
           bindSection<compress::CompressConfig>(compress::compressSection(),
                                                 [](TrainConfig& c) -> compress::CompressConfig& { return c.compress; }),
           bindSection<compress::CodecParams>(compress::codecParamsSection(),

@@ -48,6 +48,7 @@ void TrainingRun::saveAt(int64_t step) {
   std::tie(st.bytes_sent, st.bytes_recv) = bytes();
   saveCheckpoint(checkpointFile(ckpt_dir_.string(), step, rank_), *model_, *optimizer_, st, strategy_->hook(),
                  std::move(writer));
+  killIfDue("checkpoint");
   world_->barrier();  // every rank's file is complete before `latest` names it
   if (rank_ == 0) writeLatest(ckpt_dir_.string(), step, opts_.job_id);
   if (jsonl_) jsonl_->write({{"type", "checkpoint"}, {"step", step}, {"time_s", since(t_start_)}});

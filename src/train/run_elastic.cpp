@@ -1,5 +1,7 @@
 // TrainingRun under --elastic (docs/elastic.md): a replacement's join, the heal after a
 // membership change, the state the members agree on, and the shards of empty slots.
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -57,6 +59,7 @@ void TrainingRun::loadTransferred(const std::string& bytes, const std::string& f
 // the members at the newest step with the lowest such member's hash; every other member takes
 // that state, in one chunk from each donor at once, and checks its hash before loading it.
 void TrainingRun::syncState() {
+  killIfDue("heal");
   const std::string mine = transferState();
   const bool have = state_.step >= 0;
   StateRow row{have ? step_ : -1, static_cast<int64_t>(fnv1a(mine.data(), mine.size()) >> 1),
@@ -148,14 +151,19 @@ void TrainingRun::joinAsReplacement() {
   int64_t after = 0;
   for (;;) {
     const ElasticEpoch e = elastic_->join(after);
+    if (static_cast<int64_t>(e.members.size()) < cfg_.elastic.min_replicas) {  // wait for more
+      after = e.number;
+      continue;
+    }
     try {
       heals_.push_back({e.number, e.why, 0, 0, 0});
       useEpoch(e);
       syncState();
       adoptShards();  // at the agreed position
       break;
-    } catch (const AbortedError&) {
-      after = e.number;  // a member left while we joined: the next epoch
+    } catch (const Error& ex) {  // a member left while we joined: the next epoch
+      if (!dynamic_cast<const AbortedError*>(&ex) && !dynamic_cast<const PeerError*>(&ex)) throw;
+      after = e.number;
     }
   }
   state_.step = step_;
@@ -177,13 +185,18 @@ void TrainingRun::heal(const std::string& why) {
   int64_t after = epoch_;
   for (;;) {
     const ElasticEpoch e = elastic_->join(after);
+    if (static_cast<int64_t>(e.members.size()) < cfg_.elastic.min_replicas) {  // wait for more
+      after = e.number;
+      continue;
+    }
     heals_.push_back({e.number, e.why, 0, 0, 0});
     try {
       useEpoch(e);
       syncState();
       adoptShards();  // at the agreed position
       break;
-    } catch (const AbortedError&) {
+    } catch (const Error& ex) {  // a member left during the heal: the next epoch
+      if (!dynamic_cast<const AbortedError*>(&ex) && !dynamic_cast<const PeerError*>(&ex)) throw;
       after = e.number;
     }
   }
@@ -197,6 +210,17 @@ void TrainingRun::heal(const std::string& why) {
     jsonl_->write(withBytes({{"type", "membership"}, {"epoch", epoch_}, {"why", heals_.back().why},
                              {"members", members_}, {"heal_s", heals_.back().seconds}, {"step", step_},
                              {"adopted", static_cast<int64_t>(adopted_.size())}}));
+}
+
+// The fault.kill_* test knob: this worker ends here as if the machine died.
+void TrainingRun::killIfDue(const char* where) const {
+  const auto& f = cfg_.fault;
+  if (!elastic_ || f.kill_slot != slot_ || f.kill_at != where || f.kill_incarnation != elastic_->incarnation()) return;
+  if (std::string(where) != "heal" && step_ != f.kill_step) return;
+  std::fprintf(stderr, "lowcomm train: fault.kill_at = \"%s\": slot %d kills itself at step %lld\n", where, slot_,
+               static_cast<long long>(step_));
+  std::fflush(stderr);
+  ::raise(SIGKILL);
 }
 
 nlohmann::json TrainingRun::elasticJson(double wall) const {

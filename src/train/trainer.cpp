@@ -35,6 +35,7 @@ void TrainingRun::evalNow(int64_t epoch, bool final) {
 }
 
 void TrainingRun::trainStep() {
+  killIfDue("step");
   const std::string phase = strategy_->beginStep(step_);
   ++win_.phases[phase];
   for (const auto& e : strategy_->takeEvents())
@@ -82,6 +83,7 @@ void TrainingRun::trainStep() {
     std::this_thread::sleep_for(std::chrono::duration<double>((cfg_.fault.slow_factor - 1) * since(t0)));
   }
   const double wait_before = strategy_->stats().wait_s;
+  killIfDue("collective");  // the others are in this step's gradient allreduce, waiting for us
   strategy_->afterBackward();
   {
     TraceScope s(&trace_, "optimizer", "compute", 0);
@@ -144,9 +146,15 @@ nlohmann::json TrainingRun::run() {
     // here is rolled back (its batches are read again), then the members heal and agree.
     const int64_t step_before = step_;
     const auto pos_before = loader_->position();
+    // A dead peer's closed sockets can be seen before the launcher's new epoch: a PeerError or
+    // TimeoutError heals too (the heal waits for that epoch; none within the rendezvous timeout
+    // and the error stands).
     try {
       iteration();
-    } catch (const AbortedError& e) {
+    } catch (const Error& e) {
+      if (!dynamic_cast<const AbortedError*>(&e) && !dynamic_cast<const PeerError*>(&e) &&
+          !dynamic_cast<const TimeoutError*>(&e))
+        throw;
       if (step_ == step_before) {
         loader_->seek(pos_before);
         optimizer_->zero_grad();

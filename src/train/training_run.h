@@ -86,6 +86,7 @@ class TrainingRun {
   std::string transferState();
   void loadTransferred(const std::string& bytes, const std::string& from);
   void adoptShards();  // the empty slots' shards this member computes (DDP)
+  void killIfDue(const char* where) const;  // fault.kill_*
   // heals, and step_efficiency: steps done / the steps `wall` allows at the median step time
   // with every slot a member.
   nlohmann::json elasticJson(double wall) const;

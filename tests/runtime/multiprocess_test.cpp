@@ -209,6 +209,41 @@ void expectRendezvousTimeout(const char* timeout_var) {
   }
 }
 
+// --elastic through the real launcher: slot 1 dies a third of the way; the other three never
+// exit, abort their collective within a second of the death, go on in an epoch of three, and
+// take in slot 1's replacement, which catches up with their round; the job ends with status 0.
+TEST(Multiprocess, ElasticReplacesADeadWorkerWhileTheOthersGoOn) {
+  std::ostringstream out, err, log;
+  auto o = workerJob(4, {"elastic", "1", "150"}, out, err);
+  o.elastic.enabled = true;
+  o.elastic.heartbeat = std::chrono::milliseconds(100);
+  o.elastic.replace_after = std::chrono::milliseconds(200);
+  o.extra_env["LC_TEST_TIMEOUT_MS"] = "30000";
+  const auto t0 = Clock::now();
+  const int rc = launch::launch(o, log);
+  EXPECT_EQ(rc, 0) << log.str() << err.str();
+  EXPECT_LT(secondsSince(t0), 60.0);
+  const std::string l = log.str(), s = out.str();
+  EXPECT_TRUE(contains(l, "membership epoch 2: slot 1 left: was killed by signal 9")) << l;
+  EXPECT_TRUE(contains(l, "membership epoch 3: slot 1 joined (incarnation 1)")) << l;
+  for (int slot : {0, 2, 3}) {
+    const std::string me = "slot " + std::to_string(slot) + " ";
+    EXPECT_TRUE(contains(s, me + "epoch 2 members 3")) << s;
+    EXPECT_TRUE(contains(s, me + "epoch 3 members 4")) << s;
+    EXPECT_TRUE(contains(s, me + "done 150")) << s;
+  }
+  EXPECT_TRUE(contains(s, "slot 1 done 150")) << s;  // the replacement
+  // Every abort within a second of the round the dead worker did not join.
+  size_t at = 0;
+  int aborts = 0;
+  while ((at = s.find(" aborted after ", at)) != std::string::npos) {
+    at += 15;
+    EXPECT_LT(std::stol(s.substr(at)), 1000) << s;
+    ++aborts;
+  }
+  EXPECT_GE(aborts, 3) << s;
+}
+
 TEST(Multiprocess, RendezvousTimeoutNamesMissingRank) { expectRendezvousTimeout("LC_TEST_RDZV_MS"); }
 
 // Without its own rendezvous timeout the rendezvous follows the communicator's (comm.timeout_s in

@@ -6,9 +6,15 @@
 //   crash K    rank K exits with status 7 right after rendezvous; the others run allreduces
 //              until they fail (their dead peer) or the launcher stops them
 //   threads    print "threads=T", LibTorch's intra-op threads after pinning
+//   elastic K N  under `lowcomm launch --elastic`: rounds of allreduce (the round number's max,
+//              and a count of the members) until round N; slot K's first worker SIGKILLs itself
+//              at round N/3; an aborted round is healed by joining the next epoch. Prints
+//              "slot S epoch E members M round R" at each epoch and "slot S done R" at the end,
+//              and "slot S aborted after X ms" for each abort (since its last completed round)
 // Environment: LC_TEST_RDZV_MS (rendezvous timeout), LC_TEST_TIMEOUT_MS (collective timeout).
 // Any exception: "rank R: error: <what>" on stderr, exit status 1.
 #include <ATen/Parallel.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstdio>
@@ -73,13 +79,56 @@ int runSpin(runtime::Worker& w) {
   return 0;
 }
 
+// One round: max of the round numbers (a replacement takes the members' round) and the member count.
+int64_t elasticRound(runtime::Worker& w, int64_t round) {
+  int64_t v[2] = {round, 1};
+  w.comm->allreduce(&v[0], 1, comm::DType::i64, comm::ReduceOp::max);
+  w.comm->allreduce(&v[1], 1, comm::DType::i64, comm::ReduceOp::sum);
+  if (v[1] != static_cast<int64_t>(w.epoch.members.size()))
+    throw Error("epoch " + std::to_string(w.epoch.number) + ": " + std::to_string(v[1]) + " ranks answered, " +
+                std::to_string(w.epoch.members.size()) + " are members");
+  return v[0];
+}
+
+int runElastic(runtime::Worker& w, int victim, int64_t rounds) {
+  const auto& me = w.membership->env();
+  const auto timeout = w.comm_options.rendezvousTimeout();
+  if (me.joining()) {
+    w.membership->announceReady();
+    runtime::joinNextEpoch(w, 0, timeout);
+  }
+  auto say = [&](int64_t round) {
+    std::cout << "slot " << me.slot << " epoch " << w.epoch.number << " members " << w.epoch.members.size() << " round "
+              << round << std::endl;
+  };
+  int64_t round = me.joining() ? -1 : 0;
+  say(round);
+  auto last = std::chrono::steady_clock::now();
+  while (round < rounds) {
+    try {
+      round = elasticRound(w, round) + 1;
+      last = std::chrono::steady_clock::now();
+      if (me.slot == victim && me.incarnation == 0 && round == rounds / 3) ::raise(SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a step's compute
+    } catch (const Error& e) {  // aborted by the monitor, or the dead peer's closed sockets came first
+      if (!dynamic_cast<const AbortedError*>(&e) && !dynamic_cast<const PeerError*>(&e)) throw;
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - last);
+      std::cout << "slot " << me.slot << " aborted after " << ms.count() << " ms" << std::endl;
+      runtime::joinNextEpoch(w, w.epoch.number, timeout);
+      say(round);
+    }
+  }
+  std::cout << "slot " << me.slot << " done " << round << std::endl;
+  return 0;
+}
+
 int runThreads() {
   std::cout << "threads=" << at::get_num_threads() << std::endl;
   return 0;
 }
 
 int usage() {
-  std::cerr << "usage: lowcomm_test_worker allreduce | crash K | threads | spin" << std::endl;
+  std::cerr << "usage: lowcomm_test_worker allreduce | crash K | threads | spin | elastic K N" << std::endl;
   return 2;
 }
 
@@ -88,7 +137,9 @@ int usage() {
 int main(int argc, char** argv) {
   if (argc < 2) return usage();
   const std::string mode = argv[1];
-  if (!(mode == "allreduce" || mode == "threads" || mode == "spin" || (mode == "crash" && argc == 3))) return usage();
+  if (!(mode == "allreduce" || mode == "threads" || mode == "spin" || (mode == "crash" && argc == 3) ||
+        (mode == "elastic" && argc == 4)))
+    return usage();
   std::string rank = "?";
   try {
     runtime::WorkerOptions opts;
@@ -99,6 +150,7 @@ int main(int argc, char** argv) {
     if (mode == "allreduce") return runAllreduce(w);
     if (mode == "threads") return runThreads();
     if (mode == "spin") return runSpin(w);
+    if (mode == "elastic") return runElastic(w, std::stoi(argv[2]), std::stoll(argv[3]));
     return runCrash(w, std::stoi(argv[2]));
   } catch (const std::exception& e) {
     std::cerr << "rank " << rank << ": error: " << e.what() << std::endl;

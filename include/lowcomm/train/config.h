@@ -93,6 +93,19 @@ struct ParallelConfig {
 struct FaultConfig {
   int64_t slow_rank = -1;    // the slowed rank; -1 = none
   double slow_factor = 1.0;  // its forward + backward take this many times as long (it sleeps the rest)
+  // A test knob (--elastic): the worker of slot kill_slot, incarnation kill_incarnation, kills
+  // itself (SIGKILL) at step kill_step, at the point kill_at names.
+  int64_t kill_slot = -1;
+  int64_t kill_incarnation = 0;
+  int64_t kill_step = 0;
+  std::string kill_at = "step";  // step | collective | heal | checkpoint
+};
+// Live membership (`lowcomm train --nproc N --elastic`, docs/elastic.md).
+struct ElasticConfig {
+  int64_t min_replicas = 1;            // fewer live members wait for replacements instead of training
+  int64_t heartbeat_ms = 200;
+  int64_t heartbeat_timeout_ms = 3000;  // a worker silent this long is killed and replaced
+  int64_t max_replacements = 1000;      // deaths replaced before the job stops
 };
 struct CommConfig {
   int64_t timeout_s = 300;
@@ -134,6 +147,7 @@ struct TrainConfig {
   ParallelConfig parallel;
   // A benchmark knob: one rank made slower, to see which strategies wait for it.
   FaultConfig fault;
+  ElasticConfig elastic;
   // Gradient compression of the data-parallel strategy ([compress], codec "none" = plain
   // allreduce). compress.seed is taken from the top-level seed.
   compress::CompressConfig compress;

@@ -25,6 +25,7 @@ class ElasticMembership {
   virtual int slot() const = 0;   // this worker's slot: its data shard
   virtual int slots() const = 0;  // the launch's slot count: the data shards
   virtual bool joining() const = 0;  // a replacement: it has no epoch until join()
+  virtual int incarnation() const = 0;  // 0: the slot's first worker; k: its k-th replacement
   // The epoch the worker started in (not for a replacement).
   virtual ElasticEpoch initial() = 0;
   // A replacement says it is ready (model and data built): the launcher then starts an epoch with it.
