@@ -124,13 +124,9 @@ Section<FaultConfig> fault() {
   s.integer("slow_rank", &O::slow_rank, -1, 65535, "the slowed rank; -1 = none")
       .number("slow_factor", &O::slow_factor, Range::closed(1, 100),
               "its forward + backward take this many times as long (it sleeps the rest)")
-      .integer("kill_slot", &O::kill_slot, -1, 65535,
-               "--elastic test knob: this slot's worker kills itself (SIGKILL); -1 = none")
-      .integer("kill_incarnation", &O::kill_incarnation, 0, 1 << 30,
-               "which worker of the slot: 0 = the first, k = its k-th replacement")
-      .integer("kill_step", &O::kill_step, 0, int64_t{1} << 40, "at this step")
-      .choice("kill_at", &O::kill_at, {"step", "collective", "heal", "checkpoint"},
-              "where: before the step, inside its gradient allreduce, during a heal, during a checkpoint");
+      .text("kill", &O::kill,
+            "--elastic test knob: workers that SIGKILL themselves, SLOT[.INCARNATION]:WHERE[:STEP], comma-separated; "
+            "WHERE = step (before it), collective (inside its gradient allreduce), checkpoint, heal (the first one)");
   return s;
 }
 

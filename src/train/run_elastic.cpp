@@ -26,11 +26,12 @@ struct StateRow {
 
 }  // namespace
 
-void TrainingRun::checkElasticScope() const {
+void TrainingRun::checkElasticScope() {
   if (cfg_.strategy.name != "ddp" || cfg_.strategy.zero != 0 || cfg_.parallel.tp != 1 || cfg_.parallel.pp != 1)
     throw ConfigError("--elastic: only strategy.name = \"ddp\" with strategy.zero = 0 and parallel.tp = parallel.pp = 1 "
                       "is supported so far (got strategy.name = \"" + cfg_.strategy.name + "\")");
   if (opts_.resume) throw ConfigError("--elastic with --resume is not supported yet: the live members hold the state");
+  kills_ = parseKills(cfg_.fault.kill);
 }
 
 // Everything the members of one epoch train on together, in the same bytes on every member at
@@ -212,12 +213,42 @@ void TrainingRun::heal(const std::string& why) {
                              {"adopted", static_cast<int64_t>(adopted_.size())}}));
 }
 
-// The fault.kill_* test knob: this worker ends here as if the machine died.
+std::vector<KillPoint> parseKills(const std::string& spec) {
+  std::vector<KillPoint> out;
+  size_t at = 0;
+  while (at < spec.size()) {
+    const size_t comma = std::min(spec.find(',', at), spec.size());
+    const std::string item = spec.substr(at, comma - at);
+    at = comma + 1;
+    KillPoint k;
+    char where[16] = {0};
+    long long step = -1;
+    int used = 0;
+    const bool inc = item.find('.') < item.find(':');
+    const int got = inc ? std::sscanf(item.c_str(), "%d.%d:%15[a-z]%n:%lld%n", &k.slot, &k.incarnation, where, &used, &step, &used)
+                        : std::sscanf(item.c_str(), "%d:%15[a-z]%n:%lld%n", &k.slot, where, &used, &step, &used);
+    k.where = where;
+    k.step = step;
+    const bool where_ok = k.where == "step" || k.where == "collective" || k.where == "checkpoint" || k.where == "heal";
+    const int need = inc ? 3 : 2;
+    if (got < need || static_cast<size_t>(used) != item.size() || !where_ok || k.slot < 0 || k.incarnation < 0 ||
+        (k.where != "heal" && k.step < 0))
+      throw ConfigError("fault.kill: '" + item + "' is not SLOT[.INCARNATION]:WHERE[:STEP] with WHERE one of step, "
+                        "collective, checkpoint, heal (STEP needed but for heal)");
+    out.push_back(k);
+  }
+  return out;
+}
+
+// The fault.kill test knob: this worker ends here as if its machine died.
 void TrainingRun::killIfDue(const char* where) const {
-  const auto& f = cfg_.fault;
-  if (!elastic_ || f.kill_slot != slot_ || f.kill_at != where || f.kill_incarnation != elastic_->incarnation()) return;
-  if (std::string(where) != "heal" && step_ != f.kill_step) return;
-  std::fprintf(stderr, "lowcomm train: fault.kill_at = \"%s\": slot %d kills itself at step %lld\n", where, slot_,
+  if (!elastic_) return;
+  bool due = false;
+  for (const auto& k : kills_)
+    due = due || (k.slot == slot_ && k.incarnation == elastic_->incarnation() && k.where == where &&
+                  (k.where == "heal" || k.step == step_));
+  if (!due) return;
+  std::fprintf(stderr, "lowcomm train: fault.kill: slot %d kills itself (%s) at step %lld\n", slot_, where,
                static_cast<long long>(step_));
   std::fflush(stderr);
   ::raise(SIGKILL);

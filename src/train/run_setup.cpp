@@ -27,6 +27,7 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, std::shared_ptr<comm::Communica
       progress_(rank_ == 0 && cfg.logging.progress),
       elastic_(opts.elastic) {
   if (elastic_) checkElasticScope();
+  else if (!cfg.fault.kill.empty()) throw ConfigError("fault.kill is a test knob of --elastic runs");
   build();
   if (!world_) {  // a replacement: built, now it joins the live members and takes their state
     joinAsReplacement();

@@ -43,6 +43,15 @@
 
 namespace lowcomm::train {
 
+// One worker of fault.kill (run_elastic.cpp): slot, incarnation, where, step (-1: any).
+struct KillPoint {
+  int slot = -1, incarnation = 0;
+  std::string where;
+  int64_t step = -1;
+};
+// ConfigError naming fault.kill unless `spec` is SLOT[.INCARNATION]:WHERE[:STEP],...
+std::vector<KillPoint> parseKills(const std::string& spec);
+
 class TrainingRun {
  public:
   // Builds everything, then resumes (or starts) and opens the metrics: collective over `world`.
@@ -78,7 +87,7 @@ class TrainingRun {
   void trainStep();
   // --elastic (run_elastic.cpp).
   bool elasticStep();  // one loop iteration's work under --elastic; false when it was aborted and healed
-  void checkElasticScope() const;
+  void checkElasticScope();
   void joinAsReplacement();
   void heal(const std::string& why);
   void useEpoch(const ElasticEpoch& e);
@@ -86,7 +95,7 @@ class TrainingRun {
   std::string transferState();
   void loadTransferred(const std::string& bytes, const std::string& from);
   void adoptShards();  // the empty slots' shards this member computes (DDP)
-  void killIfDue(const char* where) const;  // fault.kill_*
+  void killIfDue(const char* where) const;  // fault.kill
   // heals, and step_efficiency: steps done / the steps `wall` allows at the median step time
   // with every slot a member.
   nlohmann::json elasticJson(double wall) const;
@@ -159,6 +168,7 @@ class TrainingRun {
   std::vector<Heal> heals_;
   int64_t steps_aborted_ = 0;  // iterations whose work a membership change threw away
   std::vector<double> full_step_s_;  // step times with every slot a member (step efficiency)
+  std::vector<KillPoint> kills_;     // fault.kill
 };
 
 }  // namespace lowcomm::train

@@ -93,12 +93,9 @@ struct ParallelConfig {
 struct FaultConfig {
   int64_t slow_rank = -1;    // the slowed rank; -1 = none
   double slow_factor = 1.0;  // its forward + backward take this many times as long (it sleeps the rest)
-  // A test knob (--elastic): the worker of slot kill_slot, incarnation kill_incarnation, kills
-  // itself (SIGKILL) at step kill_step, at the point kill_at names.
-  int64_t kill_slot = -1;
-  int64_t kill_incarnation = 0;
-  int64_t kill_step = 0;
-  std::string kill_at = "step";  // step | collective | heal | checkpoint
+  // A test knob (--elastic): workers that kill themselves (SIGKILL), "SLOT[.INCARNATION]:WHERE[:STEP]"
+  // comma-separated; WHERE is step | collective | heal | checkpoint (heal: the first heal, any step).
+  std::string kill;
 };
 // Live membership (`lowcomm train --nproc N --elastic`, docs/elastic.md).
 struct ElasticConfig {
