@@ -203,6 +203,7 @@ int cmdTrain(int argc, char** argv) {
   to.elastic = elastic;
   const auto s = train::runTraining(cfg, world, to);
   const int final_rank = elastic ? s["elastic"]["rank"].get<int>() : world->rank();  // --elastic: the last epoch's
+  world.reset();  // --elastic: the first epoch's communicator is long gone from the run
   if (final_rank == 0) printSummary(s, cfg);
   return 0;
 }

@@ -19,6 +19,7 @@ std::string Communicator::shmTryPrefix(const std::string& base, int& tries) {
 
 ShmDomain* Communicator::shmDomain() {
   if (!shm_ && all_local_) {
+    link_->abortState().check("shared memory setup");  // its store waits are not abortable
     auto vote = [this](bool ok) { return voteAll(ok, *meter_); };
     try {
       shm_ = ShmDomain::create(*store_, shmTryPrefix(prefix_, shm_tries_), rank_, size_, opts_.shm_piece_bytes,
@@ -47,6 +48,7 @@ bool Communicator::voteAll(bool ok, TrafficMeter& meter) {  // over TCP, whateve
 
 ShmDomain* Communicator::nodeShm() {
   if (node_shm_tried_ || opts_.shm == ShmMode::off) return node_shm_.get();
+  link_->abortState().check("shared memory setup");
   node_shm_tried_ = true;
   const int gs = std::max(1, std::min(opts_.group_size, size_)), first = rank_ / gs * gs;
   if (gs < 2) return nullptr;

@@ -100,6 +100,7 @@ class Link final : public Abortable {
   size_t stripe_min_ = 0;
   std::shared_ptr<gloo::Context> ctx_;
   std::shared_ptr<gloo::transport::Device> dev_;
+  std::shared_ptr<AbortState> abort_;  // before the inbox and the lanes: they unregister from it
   uint32_t seq_ = 0;
   mutable std::mutex mu_;  // broken_ and more_ (abort() reads them from another thread)
   std::string broken_;
@@ -107,7 +108,6 @@ class Link final : public Abortable {
   Scratch work_;
   std::unique_ptr<EagerInbox> inbox_;  // after ctx_: released before the connections close
   std::unique_ptr<Lanes> lanes_;       // its threads stop before anything they use goes
-  std::shared_ptr<AbortState> abort_;
   AbortState::Registration registration_;  // last: unregistered before anything abort() uses goes
 };
 

@@ -34,7 +34,7 @@ void ElasticHost::left(int slot, const std::string& why) {
   if (!isMember(slot)) return;
   std::vector<int> rest;
   for (int s : epoch_.members)
-    if (s != slot) rest.push_back(s);
+    if (s != slot && !finished_.count(s)) rest.push_back(s);
   publish(rest, "slot " + std::to_string(slot) + " left: " + why);
 }
 

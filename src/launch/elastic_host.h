@@ -34,6 +34,9 @@ class ElasticHost {
 
   void start();
   void left(int slot, const std::string& why);
+  // A worker exited 0: the job is finishing. An epoch published after this (a death meanwhile)
+  // leaves the finished slots out, so the survivors do not wait for them.
+  void finished(int slot) { finished_.insert(slot); }
   void replacing(int slot, int incarnation);
   std::vector<int> poll(Clock::time_point now);
 
@@ -56,6 +59,7 @@ class ElasticHost {
   net::Epoch epoch_;
   std::map<int, int> joining_;  // slot -> incarnation started, not yet a member
   std::map<int, Beat> beats_;   // members' heartbeats
+  std::set<int> finished_;
 };
 
 }  // namespace lowcomm::launch

@@ -56,9 +56,9 @@ bool Supervisor::replaceOnExit(Worker& w, const std::string& what, int status, i
 // The first worker to finish ends the replacing: slots still waiting stay empty, replacements
 // not yet members are stopped (the members finish without them).
 void Supervisor::finishedOnExit(const Worker& w) {
+  elastic_->finished(w.rank);
   if (finishing_) return;
   finishing_ = true;
-  (void)w;
   for (const auto& [slot, at] : replace_at_) workers_[slot].exited = true;
   replace_at_.clear();
   for (auto& other : workers_)

@@ -59,6 +59,42 @@ std::unique_ptr<torch::optim::OptimizerParamState> emptyStateFor(const torch::op
 
 }  // namespace
 
+std::vector<torch::Tensor> stateMoments(torch::optim::OptimizerParamState& s) { return moments(s); }
+
+int64_t stateStep(const torch::optim::OptimizerParamState& s) {
+  if (auto* aw = dynamic_cast<const torch::optim::AdamWParamState*>(&s)) return aw->step();
+  if (auto* a = dynamic_cast<const torch::optim::AdamParamState*>(&s)) return a->step();
+  return 0;
+}
+
+void setStateStep(torch::optim::OptimizerParamState& s, int64_t step) {
+  if (auto* aw = dynamic_cast<torch::optim::AdamWParamState*>(&s)) aw->step(step);
+  else if (auto* a = dynamic_cast<torch::optim::AdamParamState*>(&s)) a->step(step);
+}
+
+std::unique_ptr<torch::optim::OptimizerParamState> freshState(const torch::optim::Optimizer& opt,
+                                                              const torch::Tensor& param, int moments) {
+  auto z = [&](int i) { return i < moments ? torch::zeros_like(param) : torch::Tensor(); };
+  if (dynamic_cast<const torch::optim::SGD*>(&opt)) {
+    auto s = std::make_unique<torch::optim::SGDParamState>();
+    s->momentum_buffer(z(0));
+    return s;
+  }
+  if (dynamic_cast<const torch::optim::AdamW*>(&opt)) {
+    auto s = std::make_unique<torch::optim::AdamWParamState>();
+    s->exp_avg(z(0)), s->exp_avg_sq(z(1)), s->max_exp_avg_sq(z(2));
+    return s;
+  }
+  if (dynamic_cast<const torch::optim::Adam*>(&opt)) {
+    auto s = std::make_unique<torch::optim::AdamParamState>();
+    s->exp_avg(z(0)), s->exp_avg_sq(z(1)), s->max_exp_avg_sq(z(2));
+    return s;
+  }
+  throw ConfigError("the optimizer state can be moved for sgd, adam and adamw only");
+}
+
+std::string stateKey(const torch::Tensor& param) { return keyOf(param); }
+
 std::vector<torch::Tensor> momentTensors(torch::optim::Optimizer& opt) {
   std::vector<torch::Tensor> out;
   for (auto& group : opt.param_groups())

@@ -53,13 +53,19 @@ void MembershipMonitor::announceReady() {
 
 void MembershipMonitor::loop() {
   std::unique_lock<std::mutex> lk(mu_);
+  int64_t seen = 0;  // the epoch whose reason was read last
+  std::string why;
   while (!cv_.wait_for(lk, env_.heartbeat, [&] { return stop_; })) {
     lk.unlock();
     std::string failure;
     int64_t e = 0;
-    try {
+    try {  // the store's round trips without the lock: watch() is never kept waiting on them
       store_->add(net::membership::heartbeatKey(env_.slot), 1);
       e = net::membership::currentEpoch(*store_);
+      if (e > seen) {
+        why = net::toString(store_->get(net::membership::whyKey(e), std::chrono::seconds(5)));
+        seen = e;
+      }
     } catch (const std::exception& ex) {
       failure = std::string("the membership store failed: ") + ex.what();
     }
@@ -68,18 +74,9 @@ void MembershipMonitor::loop() {
       abortWatched(0, failure);
       return;
     }
-    if (e > latest_.load()) latest_ = e;
-    if (comm_ || rendezvous_) {
-      if (e > watched_epoch_) {
-        std::string why;
-        try {
-          why = net::toString(store_->get(net::membership::whyKey(e), std::chrono::seconds(5)));
-        } catch (const std::exception& ex) {
-          why = std::string("(reason unreadable: ") + ex.what() + ")";
-        }
-        abortWatched(e, "membership epoch " + std::to_string(e) + ": " + why);
-      }
-    }
+    bumpLatest(e);
+    if ((comm_ || rendezvous_) && e > watched_epoch_)
+      abortWatched(e, "membership epoch " + std::to_string(e) + ": " + why);
   }
 }
 
@@ -95,23 +92,44 @@ void MembershipMonitor::abortWatched(int64_t epoch, const std::string& why) {
 void MembershipMonitor::watch(int64_t epoch, std::shared_ptr<comm::Communicator> comm,
                               std::shared_ptr<net::RdzvClient> rendezvous) {
   std::lock_guard<std::mutex> lk(mu_);
+  // An older epoch's objects still watched (its failure was a PeerError, not our abort): they
+  // end now, so nothing of theirs (a split's thread) waits on.
+  if (epoch > watched_epoch_ && (comm_ != comm || rendezvous_ != rendezvous)) {
+    const std::string why = "membership epoch " + std::to_string(epoch) + " joined";
+    if (comm_ && comm_ != comm) comm_->abort(why);
+    if (rendezvous_ && rendezvous_ != rendezvous) rendezvous_->abort(why);
+  }
   watched_epoch_ = epoch;
   comm_ = std::move(comm);
   rendezvous_ = std::move(rendezvous);
   if (latest_.load() > epoch) abortWatched(latest_.load(), "membership epoch " + std::to_string(latest_.load()) + " began");
 }
 
+void MembershipMonitor::bumpLatest(int64_t e) {
+  int64_t c = latest_.load();
+  while (e > c && !latest_.compare_exchange_weak(c, e)) {
+  }
+}
+
+// A replacement not yet taken in skips the epochs before the one that lists it (the launcher
+// publishes that one on its next tick after the ready key); once a member, an epoch without this
+// slot means the launcher counts it as dead.
 net::Epoch MembershipMonitor::awaitNext(net::Store& store, int64_t after, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     const int64_t e = net::membership::currentEpoch(store);
     if (e > after) {
-      if (e > latest_.load()) latest_ = e;
+      bumpLatest(e);
       net::Epoch info = net::membership::readEpoch(store, e, env_.slots, timeout);
-      if (info.rankOf(env_.slot) < 0)
+      if (info.rankOf(env_.slot) >= 0) {
+        was_member_ = true;
+        return info;
+      }
+      if (!env_.joining() || was_member_)
         throw NotAMemberError("slot " + std::to_string(env_.slot) + " is not a member of membership epoch " +
                               std::to_string(e) + " (" + info.why + "): the launcher has replaced this worker");
-      return info;
+      after = e;  // it predates this replacement
+      continue;
     }
     if (std::chrono::steady_clock::now() >= deadline)
       throw TimeoutError("slot " + std::to_string(env_.slot) + ": no membership epoch after " + std::to_string(after) +

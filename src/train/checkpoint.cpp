@@ -29,11 +29,9 @@ std::string checkpointFile(const std::string& dir, int64_t step, int rank) {
   return (fs::path(dir) / ("step" + std::to_string(step) + ".rank" + std::to_string(rank) + ".pt")).string();
 }
 
-namespace {
-
-void fillArchive(torch::serialize::OutputArchive& ar, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                 const TrainState& state, const parallel::BucketHook* hook, const SectionWriter& strategy,
-                 bool with_rng = true) {
+void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
+                    const TrainState& state, const parallel::BucketHook* hook, const SectionWriter& strategy) {
+  torch::serialize::OutputArchive ar;
   ar.write("magic", scalar(kMagic));
   ar.write("version", scalar(kVersion));
   ar.write("step", scalar(state.step));
@@ -61,15 +59,7 @@ void fillArchive(torch::serialize::OutputArchive& ar, torch::nn::Module& model, 
     strategy(st);
     ar.write("strategy", st);
   }
-  if (with_rng) ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
-}
-
-}  // namespace
-
-void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                    const TrainState& state, const parallel::BucketHook* hook, const SectionWriter& strategy) {
-  torch::serialize::OutputArchive ar;
-  fillArchive(ar, model, opt, state, hook, strategy);
+  ar.write("rng", at::detail::getDefaultCPUGenerator().get_state());
   // Streamed to the file: no copy of the archive in memory (it is as large as the model and the
   // optimizer state together).
   writeFileAtomicallyWith(path, [&](const FileSink& sink) {
@@ -78,18 +68,6 @@ void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::op
       return size;
     });
   });
-}
-
-std::string checkpointBytes(torch::nn::Module& model, torch::optim::Optimizer& opt, const TrainState& state,
-                            const parallel::BucketHook* hook, const SectionWriter& strategy, bool with_rng) {
-  torch::serialize::OutputArchive ar;
-  fillArchive(ar, model, opt, state, hook, strategy, with_rng);
-  std::string out;
-  ar.save_to([&](const void* data, size_t size) {
-    out.append(static_cast<const char*>(data), size);
-    return size;
-  });
-  return out;
 }
 
 void loadStrategySection(const std::string& path, const SectionReader& read) {
@@ -123,11 +101,10 @@ void openArchive(const std::string& path, torch::serialize::InputArchive& ar) {
 }
 }  // namespace
 
-namespace {
-
-// `path` names the archive in errors (a file, or where its bytes came from).
-TrainState readArchive(torch::serialize::InputArchive& ar, const std::string& path, torch::nn::Module& model,
-                       torch::optim::Optimizer& opt, parallel::BucketHook* hook) {
+TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
+                          parallel::BucketHook* hook) {
+  torch::serialize::InputArchive ar;
+  openArchive(path, ar);
   auto readInt = [&](const char* key) {
     torch::Tensor t;
     if (!ar.try_read(key, t) || t.numel() != 1)
@@ -179,10 +156,9 @@ TrainState readArchive(torch::serialize::InputArchive& ar, const std::string& pa
     ar.read("hook", h);
     if (hook) hook->loadState(h);
     torch::Tensor rng;
-    if (ar.try_read("rng", rng)) {  // every file has it; a member's state in memory does not
-      auto gen = at::detail::getDefaultCPUGenerator();
-      gen.set_state(rng);
-    }
+    ar.read("rng", rng);
+    auto gen = at::detail::getDefaultCPUGenerator();
+    gen.set_state(rng);
   } catch (const DataError&) {
     throw;
   } catch (const std::exception& e) {
@@ -190,32 +166,6 @@ TrainState readArchive(torch::serialize::InputArchive& ar, const std::string& pa
                     std::string(e.what()).substr(0, 300));
   }
   return s;
-}
-
-}  // namespace
-
-TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                          parallel::BucketHook* hook) {
-  torch::serialize::InputArchive ar;
-  openArchive(path, ar);
-  return readArchive(ar, path, model, opt, hook);
-}
-
-TrainState loadCheckpointBytes(const std::string& bytes, const std::string& what, torch::nn::Module& model,
-                               torch::optim::Optimizer& opt, parallel::BucketHook* hook, const SectionReader& strategy) {
-  torch::serialize::InputArchive ar;
-  try {
-    ar.load_from(bytes.data(), bytes.size());
-  } catch (const std::exception& e) {
-    throw DataError("checkpoint '" + what + "' is truncated or not a lowcomm checkpoint: " +
-                    std::string(e.what()).substr(0, 200));
-  }
-  if (strategy) {
-    torch::serialize::InputArchive st;
-    if (!ar.try_read("strategy", st)) throw DataError("checkpoint '" + what + "' has no strategy state");
-    strategy(st);
-  }
-  return readArchive(ar, what, model, opt, hook);
 }
 
 void writeLatest(const std::string& dir, int64_t step, const std::string& job) {

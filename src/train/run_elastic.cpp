@@ -7,6 +7,7 @@
 
 #include "resume_check.h"
 #include "training_run.h"
+#include "transfer_state.h"
 #include "lowcomm/base/error.h"
 #include "lowcomm/base/fnv.h"
 
@@ -26,6 +27,11 @@ struct StateRow {
 
 }  // namespace
 
+bool healable(const Error& e) {
+  return dynamic_cast<const AbortedError*>(&e) || dynamic_cast<const PeerError*>(&e) ||
+         dynamic_cast<const TimeoutError*>(&e);
+}
+
 void TrainingRun::checkElasticScope() {
   if (cfg_.strategy.name != "ddp" || cfg_.strategy.zero != 0 || cfg_.parallel.tp != 1 || cfg_.parallel.pp != 1)
     throw ConfigError("--elastic: only strategy.name = \"ddp\" with strategy.zero = 0 and parallel.tp = parallel.pp = 1 "
@@ -34,20 +40,19 @@ void TrainingRun::checkElasticScope() {
   kills_ = parseKills(cfg_.fault.kill);
 }
 
-// Everything the members of one epoch train on together, in the same bytes on every member at
-// the same state (torch's archive of identical tensors is identical): model, optimizer, step and
-// data position. Not what is a rank's own (error-feedback memories, RNG, byte counters, clocks).
+// Everything the members of one epoch train on together (transfer_state.h): model, optimizer,
+// step and data position, the same bytes on every member at the same state.
 std::string TrainingRun::transferState() {
   TrainState st;
   st.step = step_;
   st.position = loader_->position();
   st.config_hash = state_.config_hash;
   st.schedule_hash = state_.schedule_hash;
-  return checkpointBytes(*model_, *optimizer_, st, /*hook=*/nullptr, /*strategy=*/nullptr, /*with_rng=*/false);
+  return packState(*model_, *optimizer_, st);
 }
 
 void TrainingRun::loadTransferred(const std::string& bytes, const std::string& from) {
-  const TrainState st = loadCheckpointBytes(bytes, from, *model_, *optimizer_, /*hook=*/nullptr);
+  const TrainState st = unpackState(bytes, from, *model_, *optimizer_);
   if (st.config_hash != state_.config_hash)
     throw ConfigError("--elastic: the state from " + from + " was trained with another model, data, batch or seed");
   step_ = st.step;
@@ -156,20 +161,24 @@ void TrainingRun::joinAsReplacement() {
       after = e.number;
       continue;
     }
+    heals_.push_back({e.number, e.why, 0, 0, 0});
     try {
-      heals_.push_back({e.number, e.why, 0, 0, 0});
       useEpoch(e);
       syncState();
       adoptShards();  // at the agreed position
       break;
     } catch (const Error& ex) {  // a member left while we joined: the next epoch
-      if (!dynamic_cast<const AbortedError*>(&ex) && !dynamic_cast<const PeerError*>(&ex)) throw;
+      if (!healable(ex)) throw;
+      heals_.pop_back();
       after = e.number;
     }
   }
   state_.step = step_;
   state_.position = loader_->position();
-  openMetrics();
+  // Not openMetrics(): that would start metrics.jsonl and `latest` afresh (useEpoch opened the
+  // file for appending when this replacement is the epoch's rank 0).
+  last_lr_ = schedule_->at(step_);
+  t_start_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(state_.elapsed_s));
   heals_.back().seconds = since(t0);
   heals_.back().step = step_;
   if (jsonl_)
@@ -197,7 +206,8 @@ void TrainingRun::heal(const std::string& why) {
       adoptShards();  // at the agreed position
       break;
     } catch (const Error& ex) {  // a member left during the heal: the next epoch
-      if (!dynamic_cast<const AbortedError*>(&ex) && !dynamic_cast<const PeerError*>(&ex)) throw;
+      if (!healable(ex)) throw;
+      heals_.pop_back();
       after = e.number;
     }
   }

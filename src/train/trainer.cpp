@@ -69,14 +69,15 @@ void TrainingRun::trainStep() {
       TraceScope s(&trace_, "forward", "compute", 0);
       AutocastScope amp(cfg_.model.autocast == "bf16");
       const int64_t heap0 = heapInUseBytes();
-      loss = criterion_.mean(strategy_->forward(b.x), b.y) * scale;
+      const torch::Tensor mean = criterion_.mean(strategy_->forward(b.x), b.y);
+      loss = elastic_ ? mean * scale : mean / static_cast<double>(accum_);  // the latter as before --elastic existed
       peak_activation_bytes_ = std::max(peak_activation_bytes_, heapInUseBytes() - heap0);  // what backward will free
     }
     {
       TraceScope s(&trace_, "backward", "compute", 0);
       loss.backward();
     }
-    step_loss += loss.item<double>() / scale / static_cast<double>(micro);
+    step_loss += elastic_ ? loss.item<double>() / scale / static_cast<double>(micro) : loss.item<double>();
   }
   if (rank_ == cfg_.fault.slow_rank && cfg_.fault.slow_factor > 1) {  // the benchmark knob: a slower rank
     TraceScope s(&trace_, "fault-slowdown", "compute", 0);
@@ -152,9 +153,7 @@ nlohmann::json TrainingRun::run() {
     try {
       iteration();
     } catch (const Error& e) {
-      if (!dynamic_cast<const AbortedError*>(&e) && !dynamic_cast<const PeerError*>(&e) &&
-          !dynamic_cast<const TimeoutError*>(&e))
-        throw;
+      if (!healable(e)) throw;
       if (step_ == step_before) {
         loader_->seek(pos_before);
         optimizer_->zero_grad();

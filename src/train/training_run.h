@@ -51,6 +51,9 @@ struct KillPoint {
 };
 // ConfigError naming fault.kill unless `spec` is SLOT[.INCARNATION]:WHERE[:STEP],...
 std::vector<KillPoint> parseKills(const std::string& spec);
+// --elastic: what a membership change looks like to the loop (an abort, a dead peer's closed
+// sockets, a peer that stopped answering): it heals; anything else stands.
+bool healable(const Error& e);
 
 class TrainingRun {
  public:

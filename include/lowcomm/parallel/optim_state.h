@@ -31,6 +31,18 @@ torch::Tensor resizeLeading(const torch::Tensor& t, torch::IntArrayRef sizes);
 // rank that took the same steps (local SGD averages them).
 std::vector<torch::Tensor> momentTensors(torch::optim::Optimizer& opt);
 
+// One parameter's optimizer state, for code that moves it as raw tensors (a live member's state
+// for a joining one, docs/elastic.md): its defined moment tensors in the order above, its step
+// count (Adam, AdamW; 0 for SGD), and a fresh state of `opt`'s type whose first `moments` moment
+// tensors are zeros shaped like `param` (ConfigError for an optimizer other than SGD, Adam, AdamW).
+std::vector<torch::Tensor> stateMoments(torch::optim::OptimizerParamState& s);
+int64_t stateStep(const torch::optim::OptimizerParamState& s);
+void setStateStep(torch::optim::OptimizerParamState& s, int64_t step);
+std::unique_ptr<torch::optim::OptimizerParamState> freshState(const torch::optim::Optimizer& opt,
+                                                              const torch::Tensor& param, int moments);
+// The key the optimizer files `param`'s state under.
+std::string stateKey(const torch::Tensor& param);
+
 class NamedOptimizerState {
  public:
   void rebind(torch::optim::Optimizer& opt, const NamedTensors& params);

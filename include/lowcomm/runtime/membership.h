@@ -11,7 +11,8 @@
 //   aborts the watched objects with that error and ends the monitor.
 // - awaitNext() blocks until an epoch newer than `after` is published and returns the newest one;
 //   NotAMemberError when it does not list this slot (the launcher counts this worker as dead and
-//   has replaced it: the worker must exit); TimeoutError after `timeout`.
+//   has replaced it: the worker must exit) — a replacement not yet taken in skips such epochs;
+//   TimeoutError after `timeout`.
 #pragma once
 
 #include <atomic>
@@ -71,11 +72,13 @@ class MembershipMonitor {
  private:
   void loop();
   void abortWatched(int64_t epoch, const std::string& why);
+  void bumpLatest(int64_t e);
 
   Connect connect_;
   ElasticEnv env_;
   std::shared_ptr<net::RdzvClient> store_;  // the monitor thread's own client
   std::atomic<int64_t> latest_{0};
+  bool was_member_ = false;  // awaitNext (the training thread's)
   std::mutex mu_;  // the watch and stop_
   std::condition_variable cv_;
   bool stop_ = false;

@@ -42,16 +42,6 @@ using SectionWriter = std::function<void(torch::serialize::OutputArchive&)>;
 using SectionReader = std::function<void(torch::serialize::InputArchive&)>;
 void saveCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
                     const TrainState& state, const parallel::BucketHook* hook, const SectionWriter& strategy = nullptr);
-// The same archive in memory (a live member's state for a joining one: docs/elastic.md), and
-// its reader: `what` names the archive in DataErrors; `strategy`, when given, reads the strategy
-// section first (DataError when there is none). Without `with_rng` the archive leaves out the
-// random generator's state, and loading it keeps this process's.
-std::string checkpointBytes(torch::nn::Module& model, torch::optim::Optimizer& opt, const TrainState& state,
-                            const parallel::BucketHook* hook, const SectionWriter& strategy = nullptr,
-                            bool with_rng = true);
-TrainState loadCheckpointBytes(const std::string& bytes, const std::string& what, torch::nn::Module& model,
-                               torch::optim::Optimizer& opt, parallel::BucketHook* hook,
-                               const SectionReader& strategy = nullptr);
 // DataError naming the file if it has no strategy section.
 void loadStrategySection(const std::string& path, const SectionReader& read);
 TrainState loadCheckpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
