@@ -112,9 +112,13 @@ void joinNextEpoch(Worker& w, int64_t after, std::chrono::milliseconds timeout) 
       w.epoch_store = std::move(client);
       w.epoch = e;
       return;
-    } catch (const std::exception&) {
-      if (w.membership->latest() <= e.number && net::membership::currentEpoch(*w.store) <= e.number) throw;
-      after = e.number;  // the epoch moved on while connecting: join the next one
+    } catch (const Error& ex) {
+      // A member died while the others connected (its closed sockets, or our abort when the
+      // launcher's next epoch came first): join the next epoch, which awaitNext waits for.
+      if (!dynamic_cast<const AbortedError*>(&ex) && !dynamic_cast<const PeerError*>(&ex) &&
+          !dynamic_cast<const TimeoutError*>(&ex))
+        throw;
+      after = e.number;
     }
   }
 }
