@@ -261,7 +261,8 @@ void TrainingRun::killIfDue(const char* where) const {
   std::fprintf(stderr, "lowcomm train: fault.kill: slot %d kills itself (%s) at step %lld\n", slot_, where,
                static_cast<long long>(step_));
   std::fflush(stderr);
-  ::raise(SIGKILL);
+  if (opts_.kill) opts_.kill();
+  else ::raise(SIGKILL);
 }
 
 nlohmann::json TrainingRun::elasticJson(double wall) const {

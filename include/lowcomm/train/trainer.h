@@ -7,6 +7,7 @@
 // fails at start with ConfigError naming that job's pid and host (src/train/dir_lock.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,6 +36,9 @@ struct TrainOptions {
   // --elastic (docs/elastic.md): the membership; `world` is then its initial epoch's (null for a
   // replacement, which joins once built). Strategies other than ddp are a ConfigError.
   std::shared_ptr<ElasticMembership> elastic;
+  // What fault.kill does when due: SIGKILL this process (empty). Tests of ranks as threads, where
+  // a thread cannot die alone, pass a function that throws to unwind that rank's run.
+  std::function<void()> kill;
 };
 
 // Returns the summary (on every rank): {strategy, world, steps, epochs, wall_s, test_accuracy,
