@@ -69,6 +69,9 @@ DataParallel::~DataParallel() {
   } catch (...) {
     // Destruction after a failed step: the error was reported by finish().
   }
+  // A later DataParallel over the same parameters (local SGD's phases, AB-training, a heal under
+  // --elastic) must not find this one's hooks there, calling into freed memory.
+  for (size_t i = 0; i < hook_keys_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
 }
 
 std::vector<torch::Tensor> DataParallel::parameters() const {
@@ -120,7 +123,7 @@ void DataParallel::installHooks() {
   for (int i = 0; i < static_cast<int>(params_.size()); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(params_[i].tensor);
     LC_ENFORCE(acc, "no gradient accumulator for parameter ", params_[i].name);
-    acc->add_post_hook(std::make_unique<ReadyHook>([this, i] { onGradReady(i); }));
+    hook_keys_.push_back(acc->add_post_hook(std::make_unique<ReadyHook>([this, i] { onGradReady(i); })));
     accumulators_.push_back(std::move(acc));
   }
 }

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
+
 #include <map>
 
 #include "comm/harness.h"
@@ -311,3 +314,29 @@ TEST(Ddp, ReleasedGradientsAndTransientBucketsStillAverage) {
 }
 
 }  // namespace
+
+// A DataParallel rebuilt over the same model (local SGD's phases, a heal under --elastic) leaves
+// one hook per parameter: while anything else holds the gradient accumulators (an autograd graph
+// still alive), the destroyed one's hooks would stay on them and call into freed memory.
+TEST(Ddp, ADestroyedDataParallelLeavesNoHookBehind) {
+  auto model = mlp(3);
+  net::TransportOptions t;
+  t.address = "127.0.0.1";
+  auto world = comm::Communicator::create(std::make_shared<net::MemoryStore>(), 0, 1, {}, t);
+  std::vector<std::shared_ptr<torch::autograd::Node>> held;  // as a live graph would
+  for (auto& p : model->parameters()) held.push_back(torch::autograd::impl::grad_accumulator(p));
+  auto hooks = [&] {
+    size_t n = 0;
+    for (auto& acc : held) n += acc->post_hooks().size();
+    return n;
+  };
+  const size_t before = hooks();
+  { DataParallel a(world, model); }
+  EXPECT_EQ(hooks(), before);
+  DataParallel b(world, model);
+  EXPECT_EQ(hooks(), before + model->parameters().size());
+  const Data d = globalBatch(8);
+  auto loss = torch::nn::functional::cross_entropy(forward(*model, d.x), d.y);
+  loss.backward();
+  b.finish();  // only b's hooks ran
+}

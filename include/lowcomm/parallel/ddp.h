@@ -122,6 +122,7 @@ class DataParallel {
   bool step_active_ = false;
   std::unique_ptr<CommThread> thread_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keep hooks alive
+  std::vector<uintptr_t> hook_keys_;  // this object's hooks on them, removed by the destructor
   mutable std::mutex stats_mu_;
   DdpStats stats_;
 };
