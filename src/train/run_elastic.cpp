@@ -140,8 +140,7 @@ void TrainingRun::useEpoch(const ElasticEpoch& e) {
   members_ = e.members;
   if (trace_.enabled()) world_->setTrace(&trace_);
   grid_ = parallel::makeGrid(world_, 1, 1, cfg_.parallel.order);
-  strategy_.reset();  // its communicators belong to the old epoch
-  makeStrategy(/*broadcast_initial=*/false);
+  strategy_.reset();  // its communicators belong to the old epoch; rebuilt once the state agrees
   // metrics.jsonl is written by the epoch's rank 0, appending to what earlier ones wrote.
   if (rank_ == 0 && !jsonl_) jsonl_ = std::make_unique<JsonlWriter>((out_dir_ / "metrics.jsonl").string(), true);
   if (rank_ != 0) jsonl_.reset();
@@ -165,6 +164,7 @@ void TrainingRun::joinAsReplacement() {
     try {
       useEpoch(e);
       syncState();
+      makeStrategy(/*broadcast_initial=*/false);  // DataParallel checks that every member agrees
       adoptShards();  // at the agreed position
       break;
     } catch (const Error& ex) {  // a member left while we joined: the next epoch
@@ -203,6 +203,7 @@ void TrainingRun::heal(const std::string& why) {
     try {
       useEpoch(e);
       syncState();
+      makeStrategy(/*broadcast_initial=*/false);  // DataParallel checks that every member agrees
       adoptShards();  // at the agreed position
       break;
     } catch (const Error& ex) {  // a member left during the heal: the next epoch
