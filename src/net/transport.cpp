@@ -1,6 +1,7 @@
 #include "lowcomm/net/transport.h"
 
 #include <arpa/inet.h>
+#include <signal.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -52,7 +53,17 @@ std::string localAddressTowards(const std::string& host) {
   return out;
 }
 
+// Gloo writes with writev, which raises SIGPIPE (default: death) when the peer has closed: a
+// survivor writing to a dead or aborted peer must get an error it can handle instead. Only the
+// default disposition is replaced; a handler the program installed stays.
+void ignoreSigpipe() {
+  struct sigaction old {};
+  if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO))
+    ::signal(SIGPIPE, SIG_IGN);
+}
+
 std::shared_ptr<gloo::transport::Device> makeDevice(const TransportOptions& opts) {
+  ignoreSigpipe();
   std::string iface = opts.iface;
   if (iface.empty() && opts.address.empty()) {
     if (const char* env = std::getenv("GLOO_SOCKET_IFNAME"); env && *env) iface = env;

@@ -32,6 +32,8 @@ struct TransportOptions {
 // Creates the TCP device the options name. Throws ConfigError when the interface or address
 // cannot be used.
 // Precedence: iface; GLOO_SOCKET_IFNAME (unless `address`); address; route_to; the hostname.
+// Side effect: SIGPIPE's default disposition becomes "ignore" (process-wide, as in Python), so a
+// write to a peer that closed is an error, not the death of the writer.
 std::shared_ptr<gloo::transport::Device> makeDevice(const TransportOptions& opts);
 
 // How long one pair may take to connect once every rank has arrived (at most `timeout`).
