@@ -19,11 +19,11 @@ std::string Communicator::shmTryPrefix(const std::string& base, int& tries) {
 
 ShmDomain* Communicator::shmDomain() {
   if (!shm_ && all_local_) {
-    link_->abortState().check("shared memory setup");  // its store waits are not abortable
+    link_->abortState().check("shared memory setup");
     auto vote = [this](bool ok) { return voteAll(ok, *meter_); };
     try {
       shm_ = ShmDomain::create(*store_, shmTryPrefix(prefix_, shm_tries_), rank_, size_, opts_.shm_piece_bytes,
-                               opts_.rendezvousTimeout(), vote);
+                               opts_.rendezvousTimeout(), vote, &link_->abortState());
     } catch (const ConfigError&) {
       if (opts_.shm == ShmMode::on) throw;
       all_local_ = false;  // e.g. not enough memory or another user: TCP from now on, on every rank
@@ -58,7 +58,8 @@ ShmDomain* Communicator::nodeShm() {
   try {
     const std::string prefix = shmTryPrefix(prefix_ + "/node" + std::to_string(rank_ / gs), node_shm_tries_);
     node_shm_ = ShmDomain::create(*store_, prefix, rank_ - first, std::min(size_, first + gs) - first,
-                                  opts_.shm_piece_bytes, opts_.rendezvousTimeout(), [&](bool ok) { return voteAll(ok, setup); });
+                                  opts_.shm_piece_bytes, opts_.rendezvousTimeout(), [&](bool ok) { return voteAll(ok, setup); },
+                                  &link_->abortState());
     if (node_shm_) node_shm_->setAbort(&link_->abortState());
   } catch (const ConfigError&) {
     // With shm = on every rank failed alike (the vote): each later call tries again and fails

@@ -51,7 +51,7 @@ ShmDomain::ShmDomain(net::ShmSegment seg, int rank, int n, size_t piece)
 
 std::unique_ptr<ShmDomain> ShmDomain::create(net::Store& store, const std::string& prefix, int rank, int n,
                                              size_t piece, std::chrono::milliseconds timeout,
-                                             const std::function<bool(bool)>& all_ok) {
+                                             const std::function<bool(bool)>& all_ok, const AbortState* abort) {
   LC_ENFORCE(n >= 1 && n <= kMaxRanks, "shared-memory domain of ", n, " ranks");
   piece = alignUp(std::max<size_t>(piece, 4096), 4096);
   const size_t bytes = alignUp(alignUp(sizeof(Header), kLine) + static_cast<size_t>(n) * 2 * kLine, 4096) +
@@ -74,7 +74,13 @@ std::unique_ptr<ShmDomain> ShmDomain::create(net::Store& store, const std::strin
       h->magic.store(kMagic, std::memory_order_release);
       store.set(prefix + "/shm/name", net::toBytes(seg.name()));
     } else {
-      const std::string name = net::toString(store.get(prefix + "/shm/name", timeout));
+      const std::string key = prefix + "/shm/name";
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      while (abort && !store.check(key) && std::chrono::steady_clock::now() < deadline) {
+        abort->check("shared memory setup");
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      const std::string name = net::toString(store.get(key, timeout));
       if (name.empty()) throw ConfigError("shared memory: rank 0 could not create the segment");
       seg = net::ShmSegment::open(name, bytes);
       auto* h = reinterpret_cast<Header*>(seg.data());
@@ -82,6 +88,8 @@ std::unique_ptr<ShmDomain> ShmDomain::create(net::Store& store, const std::strin
         throw ConfigError("shared memory: segment '" + name + "' does not match this communicator");
     }
     reinterpret_cast<Header*>(seg.data())->pid[rank] = ::getpid();
+  } catch (const AbortedError&) {
+    throw;  // the vote would be aborted too
   } catch (const Error& e) {
     error = e.what();
   }

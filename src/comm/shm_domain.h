@@ -24,10 +24,12 @@ class ShmDomain {
   // Collective over the communicator's ranks: rank 0 creates the segment and publishes its
   // name in the store, the others map it; `all_ok(mine)` (a collective AND over ranks) says
   // whether every rank succeeded, then rank 0 removes the name. Throws ConfigError on every
-  // rank when any rank failed.
+  // rank when any rank failed. With `abort`, the wait for rank 0's name ends with AbortedError
+  // within 20 ms of its trigger (a store's get cannot be woken).
   static std::unique_ptr<ShmDomain> create(net::Store& store, const std::string& prefix, int rank, int n,
                                            size_t piece_bytes, std::chrono::milliseconds timeout,
-                                           const std::function<bool(bool)>& all_ok);
+                                           const std::function<bool(bool)>& all_ok,
+                                           const AbortState* abort = nullptr);
 
   // Waits end with AbortedError within 20 ms of abort's trigger (abort.h); it must outlive this.
   void setAbort(const AbortState* abort) { abort_ = abort; }

@@ -187,6 +187,18 @@ TEST(Abort, EndsAWaitInSharedMemory) {
   EXPECT_NE(o.error.find("shared memory"), std::string::npos) << o.error;
 }
 
+// Rank 1 waits in the store for the name of the segment rank 0 has not created (rank 0 never
+// calls): a store's get cannot be woken, so the setup polls the abort.
+TEST(Abort, EndsASharedMemorySetupWaitingForRankZero) {
+  CommOptions opts = longTimeouts();
+  opts.shm = ShmMode::on;
+  auto comms = test::makeComms(2, opts);
+  std::vector<float> x(1000, 1.f);
+  const Outcome o = abortDuring(*comms[1], [&] { comms[1]->allreduce(x.data(), x.size(), DType::f32, ReduceOp::sum); });
+  expectAbortedInTime(o);
+  EXPECT_NE(o.error.find("shared memory setup"), std::string::npos) << o.error;
+}
+
 // Aborts racing the posts and waits of running allreduces, at random moments: every rank ends
 // with an error (the aborted one with AbortedError) within the bound, never a hang or a crash.
 TEST(Abort, RacingRunningCollectivesAlwaysEndsEveryRank) {
