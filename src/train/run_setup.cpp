@@ -1,6 +1,7 @@
 // TrainingRun's construction: data, model, grid, optimizer and strategy from the config.
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 
 #include "autocast.h"
 #include "resume_point.h"
@@ -143,7 +144,15 @@ void TrainingRun::buildModel() {
   if (world_)  // a replacement's grid comes with its epoch (--elastic: data parallel only)
     grid_ = parallel::makeGrid(world_, static_cast<int>(cfg_.parallel.tp), static_cast<int>(cfg_.parallel.pp),
                                cfg_.parallel.order);
-  auto full = nn::makeModel(modelSpec());
+  // torch's default generator is process-wide: ranks running as threads of one process would
+  // interleave their draws, so the seeded initialisation is done one rank at a time.
+  decltype(nn::makeModel(modelSpec())) full;
+  {
+    static std::mutex seeded_init;
+    std::lock_guard<std::mutex> lk(seeded_init);
+    torch::manual_seed(cfg_.seed);
+    full = nn::makeModel(modelSpec());
+  }
   full_parameters_ = nn::parameterCount(*full);
   if (grid_.tp > 1 || grid_.pp > 1) {
     cut_ = cutStages(cfg_, *full, *world_, grid_.pp, ckpt_dir_.string(), resume_step_ >= 0);
