@@ -201,7 +201,13 @@ int cmdTrain(int argc, char** argv) {
   to.restart_count = restartCount();
   if (const char* token = std::getenv("LOWCOMM_JOB_TOKEN"); token && *token) to.job_id = net::jobId(token);
   to.elastic = elastic;
-  const auto s = train::runTraining(cfg, world, to);
+  nlohmann::json s;
+  try {
+    s = train::runTraining(cfg, world, to);
+  } catch (const runtime::JobFinishedError& e) {  // --elastic: a replacement that came too late
+    std::fprintf(stderr, "lowcomm train: %s; exiting\n", e.what());
+    return 0;
+  }
   const int final_rank = elastic ? s["elastic"]["rank"].get<int>() : world->rank();  // --elastic: the last epoch's
   world.reset();  // --elastic: the first epoch's communicator is long gone from the run
   if (final_rank == 0) printSummary(s, cfg);

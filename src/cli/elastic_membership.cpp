@@ -13,6 +13,7 @@ class WorkerMembership final : public train::ElasticMembership {
   int incarnation() const override { return w_.membership->env().incarnation; }
   train::ElasticEpoch initial() override { return current(); }
   void announceReady() override { w_.membership->announceReady(); }
+  void joined() override { w_.membership->joined(); }
   train::ElasticEpoch join(int64_t after) override {
     runtime::joinNextEpoch(w_, after, w_.comm_options.rendezvousTimeout());
     return current();

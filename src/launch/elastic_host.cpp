@@ -38,6 +38,11 @@ void ElasticHost::left(int slot, const std::string& why) {
   publish(rest, "slot " + std::to_string(slot) + " left: " + why);
 }
 
+void ElasticHost::finished(int slot) {
+  if (finished_.empty()) store_->set(net::membership::finishedKey(), net::toBytes(std::to_string(slot)));
+  finished_.insert(slot);
+}
+
 void ElasticHost::replacing(int slot, int incarnation) { joining_[slot] = incarnation; }
 
 std::vector<int> ElasticHost::poll(Clock::time_point now) {

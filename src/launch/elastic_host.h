@@ -36,7 +36,8 @@ class ElasticHost {
   void left(int slot, const std::string& why);
   // A worker exited 0: the job is finishing. An epoch published after this (a death meanwhile)
   // leaves the finished slots out, so the survivors do not wait for them.
-  void finished(int slot) { finished_.insert(slot); }
+  // Also sets the finished key (net/membership.h) at the first.
+  void finished(int slot);
   void replacing(int slot, int incarnation);
   std::vector<int> poll(Clock::time_point now);
 

@@ -21,6 +21,7 @@ std::string heartbeatKey(int slot) { return "elastic/hb/" + std::to_string(slot)
 std::string readyKey(int slot, int incarnation) {
   return "elastic/ready/" + std::to_string(slot) + "/" + std::to_string(incarnation);
 }
+std::string finishedKey() { return "elastic/finished"; }
 std::string commPrefix(int64_t epoch) { return "elastic/e" + std::to_string(epoch); }
 
 std::string encodeMembers(const std::vector<int>& slots) {

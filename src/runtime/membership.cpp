@@ -61,6 +61,8 @@ void MembershipMonitor::loop() {
     int64_t e = 0;
     try {  // the store's round trips without the lock: watch() is never kept waiting on them
       store_->add(net::membership::heartbeatKey(env_.slot), 1);
+      if (env_.joining() && !joined_ && store_->check(net::membership::finishedKey()))
+        failure = "the job finished before this replacement joined";
       e = net::membership::currentEpoch(*store_);
       if (e > seen) {
         why = net::toString(store_->get(net::membership::whyKey(e), std::chrono::seconds(5)));
@@ -117,6 +119,8 @@ void MembershipMonitor::bumpLatest(int64_t e) {
 net::Epoch MembershipMonitor::awaitNext(net::Store& store, int64_t after, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
+    if (env_.joining() && !joined_ && store.check(net::membership::finishedKey()))
+      throw JobFinishedError("slot " + std::to_string(env_.slot) + ": the job finished before this replacement joined");
     const int64_t e = net::membership::currentEpoch(store);
     if (e > after) {
       bumpLatest(e);

@@ -6,12 +6,13 @@
 namespace lowcomm::train {
 
 CheckpointSchedule::CheckpointSchedule(int64_t every_steps, double every_minutes, int64_t first_step,
-                                       int64_t total_steps)
+                                       int64_t total_steps, double first_s)
     : every_steps_(every_steps),
       every_s_(every_minutes * 60.0),
       total_(total_steps),
       probe_step_(every_minutes > 0 ? first_step + kProbeSteps : -1),
-      base_step_(first_step) {}
+      base_step_(first_step),
+      base_s_(first_s) {}
 
 bool CheckpointSchedule::due(comm::Communicator& world, int64_t step, double elapsed_s) {
   if (step >= total_) return false;  // the final checkpoint is written at the end anyway

@@ -173,6 +173,7 @@ void TrainingRun::joinAsReplacement() {
       after = e.number;
     }
   }
+  elastic_->joined();
   state_.step = step_;
   state_.position = loader_->position();
   // Not openMetrics(): that would start metrics.jsonl and `latest` afresh (useEpoch opened the

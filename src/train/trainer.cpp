@@ -154,13 +154,35 @@ nlohmann::json TrainingRun::run() {
       iteration();
     } catch (const Error& e) {
       if (!healable(e)) throw;
+      std::fprintf(stderr, "lowcomm train: slot %d: step %lld %s (%s); waiting for the next membership epoch\n", slot_,
+                   static_cast<long long>(step_before + 1), step_ == step_before ? "rolled back" : "kept", e.what());
       if (step_ == step_before) {
         loader_->seek(pos_before);
         optimizer_->zero_grad();
       }
       heal(e.what());
+      // The members agree from here on: a replacement's schedule starts at this step too.
+      checkpoints = CheckpointSchedule(cfg_.checkpoint.every_steps, cfg_.checkpoint.every_minutes, step_, total_,
+                                       since(t_run));
     }
   }
+  // --elastic: the end is collective too (evaluation, checkpoint, summary): a membership change
+  // during it heals, and every member of the new epoch does it again.
+  for (;;) {
+    try {
+      return finishRun();
+    } catch (const Error& e) {
+      if (!elastic_ || !healable(e)) throw;
+      std::fprintf(stderr, "lowcomm train: slot %d: the end of the run was interrupted (%s); waiting for the next membership epoch\n",
+                   slot_, e.what());
+      heal(e.what());
+      last_eval_step_ = -1;  // the final evaluation is collective: every member does it again
+    }
+  }
+}
+
+// The end of a run: final evaluation, checkpoint, model, timeline, summary.
+nlohmann::json TrainingRun::finishRun() {
   progress_.finish();
   if (strategy_->finish(step_)) last_eval_step_ = -1;  // the weights changed: evaluate them
   for (const auto& e : strategy_->takeEvents())

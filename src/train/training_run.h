@@ -65,6 +65,7 @@ class TrainingRun {
   // Trains to the end, evaluates, saves the final checkpoint and model_state.pt, and returns the
   // summary (collective).
   nlohmann::json run();
+  nlohmann::json finishRun();
 
  private:
   using Clock = std::chrono::steady_clock;

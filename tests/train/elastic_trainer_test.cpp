@@ -120,7 +120,7 @@ class ThreadMembership final : public ElasticMembership {
 TrainConfig run(const fs::path& out, const std::string& kill) {
   return loadConfig("", {"data.dataset=synthetic", "model.name=mlp", "data.batch_size=16", "data.train_limit=2048",
                          "data.test_limit=256", "schedule.epochs=100", "schedule.max_steps=60",
-                         "optimizer.name=adamw", "optimizer.lr=0.002", "logging.log_every=5", "logging.progress=false",
+                         "optimizer.name=adamw", "optimizer.lr=0.0002", "logging.log_every=5", "logging.progress=false",
                          "comm.deterministic=true", "fault.kill=" + kill, "logging.out_dir=" + out.string()});
 }
 
@@ -182,8 +182,8 @@ std::map<int, nlohmann::json> elasticRun(int slots, const TrainConfig& c) {
 // No failure: the elastic run is the plain DDP run, bit for bit.
 TEST(ElasticTrainer, WithoutFailuresEqualsDdp) {
   test::TempDir a, b;
-  const auto plain = test::trainOnThreads(3, run(a.path(), ""), {});
-  const auto el = elasticRun(3, run(b.path(), ""));
+  const auto plain = test::trainOnThreads(3, run(a.path, ""), {});
+  const auto el = elasticRun(3, run(b.path, ""));
   ASSERT_EQ(el.size(), 3u);
   EXPECT_EQ(el.at(0)["test_loss"], plain["test_loss"]);
   EXPECT_EQ(el.at(0)["elastic"]["epoch"], 1);
@@ -192,18 +192,19 @@ TEST(ElasticTrainer, WithoutFailuresEqualsDdp) {
 class ElasticKillTrainer : public ::testing::TestWithParam<std::string> {};
 
 // A rank dies at the point named; the others heal, its replacement joins, the run ends at its
-// last step with every slot a member and a loss within 1 % of the undisturbed run's.
+// last step with every slot a member and the undisturbed run's loss, within rounding.
 TEST_P(ElasticKillTrainer, HealsAndEndsLikeTheUndisturbedRun) {
   test::TempDir a, b;
-  const auto plain = test::trainOnThreads(3, run(a.path(), ""), {});
-  const auto el = elasticRun(3, run(b.path(), GetParam()));
+  const auto plain = test::trainOnThreads(3, run(a.path, ""), {});
+  const auto el = elasticRun(3, run(b.path, GetParam()));
   ASSERT_EQ(el.size(), 3u);
   for (const auto& [slot, s] : el) {
     EXPECT_EQ(s["steps"], 60) << slot;
     EXPECT_EQ(s["elastic"]["members"], nlohmann::json({0, 1, 2})) << slot;
   }
-  const double got = el.at(0)["test_loss"], want = plain["test_loss"];
-  EXPECT_LT(std::abs(got - want) / want, 0.01) << got << " vs " << want;
+  const double got = el.at(0)["test_loss"];
+  const double want = plain["test_loss"];
+  EXPECT_LT(std::abs(got - want) / want, 1e-6) << got << " vs " << want;  // rounding: adopted shards sum in another order
   EXPECT_GE(el.at(0)["elastic"]["epoch"].get<int>(), 3);
 }
 

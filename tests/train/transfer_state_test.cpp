@@ -75,7 +75,7 @@ TEST(TransferState, MalformedBytesAreADataErrorNamingTheSender) {
   const auto c = loadConfig("", {"optimizer.name=adamw"});
   Replica a = replica(c, 2);
   const std::string good = packState(*a.model, *a.opt, stateAt(2));
-  for (const std::string bad : {std::string(), good.substr(0, 40), good.substr(0, good.size() - 1), good + "x",
+  for (const std::string& bad : {std::string(), good.substr(0, 40), good.substr(0, good.size() - 1), good + "x",
                                 std::string(good.size(), '\0')}) {
     Replica r = replica(c, 0);
     try {

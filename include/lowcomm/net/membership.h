@@ -38,6 +38,9 @@ std::string membersKey(int64_t epoch);
 std::string whyKey(int64_t epoch);
 std::string heartbeatKey(int slot);
 std::string readyKey(int slot, int incarnation);
+// Set by the launcher when the first worker has finished the job: a replacement still joining
+// then has nobody to join and exits.
+std::string finishedKey();
 std::string commPrefix(int64_t epoch);  // for PrefixStore
 
 std::string encodeMembers(const std::vector<int>& slots);

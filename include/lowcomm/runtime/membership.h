@@ -12,7 +12,8 @@
 // - awaitNext() blocks until an epoch newer than `after` is published and returns the newest one;
 //   NotAMemberError when it does not list this slot (the launcher counts this worker as dead and
 //   has replaced it: the worker must exit) — a replacement not yet taken in skips such epochs;
-//   TimeoutError after `timeout`.
+//   TimeoutError after `timeout`; JobFinishedError for a replacement that has not joined() when
+//   the launcher marks the job finished (the monitor then also aborts what it watches).
 #pragma once
 
 #include <atomic>
@@ -33,6 +34,12 @@ namespace lowcomm::runtime {
 
 // This worker's slot is not in the newest epoch.
 class NotAMemberError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A replacement that had not joined when the job finished (the finished key): nothing to do.
+class JobFinishedError : public Error {
  public:
   using Error::Error;
 };
@@ -66,6 +73,8 @@ class MembershipMonitor {
   // Watch `comm` and `rendezvous` (either may be null) as belonging to `epoch` (replaces the
   // previous watch; aborts them at once when a newer epoch is already known).
   void watch(int64_t epoch, std::shared_ptr<comm::Communicator> comm, std::shared_ptr<net::RdzvClient> rendezvous);
+  // A replacement took the members' state: from here on it finishes with them.
+  void joined() { joined_ = true; }
   // The newest epoch number the monitor has seen.
   int64_t latest() const { return latest_.load(); }
 
@@ -79,6 +88,7 @@ class MembershipMonitor {
   std::shared_ptr<net::RdzvClient> store_;  // the monitor thread's own client
   std::atomic<int64_t> latest_{0};
   bool was_member_ = false;  // awaitNext (the training thread's)
+  std::atomic<bool> joined_{false};
   std::mutex mu_;  // the watch and stop_
   std::condition_variable cv_;
   bool stop_ = false;

@@ -15,8 +15,11 @@ class CheckpointSchedule {
  public:
   static constexpr int64_t kProbeSteps = 20;
 
-  // `first_step`: the step training starts (or resumes) from; `total_steps`: where it ends.
-  CheckpointSchedule(int64_t every_steps, double every_minutes, int64_t first_step, int64_t total_steps);
+  // `first_step`: the step training starts (or resumes) from; `total_steps`: where it ends;
+  // `first_s`: the elapsed time at `first_step`. Under --elastic every member builds it anew
+  // after each heal (at the agreed step), so that all members probe at the same step.
+  CheckpointSchedule(int64_t every_steps, double every_minutes, int64_t first_step, int64_t total_steps,
+                     double first_s = 0);
 
   // Call on every rank after every step with the same `step` (collective at the probe step and
   // at timed checkpoints). `elapsed_s` is the time since training started; rank 0's is used.

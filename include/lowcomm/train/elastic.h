@@ -30,6 +30,8 @@ class ElasticMembership {
   virtual ElasticEpoch initial() = 0;
   // A replacement says it is ready (model and data built): the launcher then starts an epoch with it.
   virtual void announceReady() = 0;
+  // A replacement has taken the members' state (it finishes with them from here on).
+  virtual void joined() {}
   // Joins the newest epoch after `after` that lists this slot: its communicator is aborted as
   // soon as a newer epoch begins. Throws when this slot is no member (the worker must exit) or no
   // epoch comes within the rendezvous timeout.
