@@ -146,6 +146,27 @@ void TrainingRun::useEpoch(const ElasticEpoch& e) {
   if (rank_ != 0) jsonl_.reset();
 }
 
+// Joins the first epoch after `after` with at least min_replicas members and agrees on the state
+// with them; again while the epoch moves on under it (a member left or joined meanwhile).
+void TrainingRun::joinAndAgree(int64_t after) {
+  for (;;) {
+    const ElasticEpoch e = elastic_->join(after);
+    after = e.number;
+    if (static_cast<int64_t>(e.members.size()) < cfg_.elastic.min_replicas) continue;  // wait for more
+    heals_.push_back({e.number, e.why, 0, 0, 0});
+    try {
+      useEpoch(e);
+      syncState();
+      makeStrategy(/*broadcast_initial=*/false);  // DataParallel checks that every member agrees
+      adoptShards();  // at the agreed position
+      return;
+    } catch (const Error& ex) {
+      if (!healable(ex)) throw;
+      heals_.pop_back();
+    }
+  }
+}
+
 void TrainingRun::joinAsReplacement() {
   const auto t0 = Clock::now();
   state_.config_hash = resumeHash(cfg_, slots_);
@@ -153,26 +174,7 @@ void TrainingRun::joinAsReplacement() {
   state_.step = -1;  // nothing yet: the members' state is taken
   loader_->startEpoch(0);
   elastic_->announceReady();
-  int64_t after = 0;
-  for (;;) {
-    const ElasticEpoch e = elastic_->join(after);
-    if (static_cast<int64_t>(e.members.size()) < cfg_.elastic.min_replicas) {  // wait for more
-      after = e.number;
-      continue;
-    }
-    heals_.push_back({e.number, e.why, 0, 0, 0});
-    try {
-      useEpoch(e);
-      syncState();
-      makeStrategy(/*broadcast_initial=*/false);  // DataParallel checks that every member agrees
-      adoptShards();  // at the agreed position
-      break;
-    } catch (const Error& ex) {  // a member left while we joined: the next epoch
-      if (!healable(ex)) throw;
-      heals_.pop_back();
-      after = e.number;
-    }
-  }
+  joinAndAgree(0);
   elastic_->joined();
   state_.step = step_;
   state_.position = loader_->position();
@@ -193,26 +195,7 @@ void TrainingRun::joinAsReplacement() {
 void TrainingRun::heal(const std::string& why) {
   const auto t0 = Clock::now();
   ++steps_aborted_;
-  int64_t after = epoch_;
-  for (;;) {
-    const ElasticEpoch e = elastic_->join(after);
-    if (static_cast<int64_t>(e.members.size()) < cfg_.elastic.min_replicas) {  // wait for more
-      after = e.number;
-      continue;
-    }
-    heals_.push_back({e.number, e.why, 0, 0, 0});
-    try {
-      useEpoch(e);
-      syncState();
-      makeStrategy(/*broadcast_initial=*/false);  // DataParallel checks that every member agrees
-      adoptShards();  // at the agreed position
-      break;
-    } catch (const Error& ex) {  // a member left during the heal: the next epoch
-      if (!healable(ex)) throw;
-      heals_.pop_back();
-      after = e.number;
-    }
-  }
+  joinAndAgree(epoch_);
   heals_.back().seconds = since(t0);
   heals_.back().step = step_;
   if (rank_ == 0)

@@ -93,6 +93,7 @@ class TrainingRun {
   bool elasticStep();  // one loop iteration's work under --elastic; false when it was aborted and healed
   void checkElasticScope();
   void joinAsReplacement();
+  void joinAndAgree(int64_t after);
   void heal(const std::string& why);
   void useEpoch(const ElasticEpoch& e);
   void syncState();
