@@ -126,7 +126,7 @@ Section<FaultConfig> fault() {
               "its forward + backward take this many times as long (it sleeps the rest)")
       .text("kill", &O::kill,
             "--elastic test knob: workers that SIGKILL themselves, SLOT[.INCARNATION]:WHERE[:STEP], comma-separated; "
-            "WHERE = step (before it), collective (inside its gradient allreduce), checkpoint, heal (the first one)");
+            "WHERE = step (before it), collective (inside its gradient allreduce), checkpoint, heal (the first one), setup (while the first epoch builds its strategy)");
   return s;
 }
 

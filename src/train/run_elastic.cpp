@@ -167,6 +167,20 @@ void TrainingRun::joinAndAgree(int64_t after) {
   }
 }
 
+// The first epoch's strategy (its splits wait in the store for every member): a member that
+// dies meanwhile is healed around like one that dies in a step.
+void TrainingRun::startElastic() {
+  try {
+    killIfDue("setup");
+    makeStrategy(/*broadcast_initial=*/true);
+  } catch (const Error& e) {
+    if (!healable(e)) throw;
+    std::fprintf(stderr, "lowcomm train: slot %d: setup interrupted (%s); waiting for the next membership epoch\n", slot_,
+                 e.what());
+    heal(e.what());
+  }
+}
+
 void TrainingRun::joinAsReplacement() {
   const auto t0 = Clock::now();
   state_.config_hash = resumeHash(cfg_, slots_);
@@ -224,12 +238,13 @@ std::vector<KillPoint> parseKills(const std::string& spec) {
                         : std::sscanf(item.c_str(), "%d:%15[a-z]%n:%lld%n", &k.slot, where, &used, &step, &used);
     k.where = where;
     k.step = step;
-    const bool where_ok = k.where == "step" || k.where == "collective" || k.where == "checkpoint" || k.where == "heal";
+    const bool where_ok = k.where == "step" || k.where == "collective" || k.where == "checkpoint" || k.where == "heal" ||
+                          k.where == "setup";
     const int need = inc ? 3 : 2;
     if (got < need || static_cast<size_t>(used) != item.size() || !where_ok || k.slot < 0 || k.incarnation < 0 ||
-        (k.where != "heal" && k.step < 0))
+        (k.where != "heal" && k.where != "setup" && k.step < 0))
       throw ConfigError("fault.kill: '" + item + "' is not SLOT[.INCARNATION]:WHERE[:STEP] with WHERE one of step, "
-                        "collective, checkpoint, heal (STEP needed but for heal)");
+                        "collective, checkpoint, heal, setup (STEP needed but for heal and setup)");
     out.push_back(k);
   }
   return out;
@@ -241,7 +256,7 @@ void TrainingRun::killIfDue(const char* where) const {
   bool due = false;
   for (const auto& k : kills_)
     due = due || (k.slot == slot_ && k.incarnation == elastic_->incarnation() && k.where == where &&
-                  (k.where == "heal" || k.step == step_));
+                  (k.where == "heal" || k.where == "setup" || k.step == step_));
   if (!due) return;
   std::fprintf(stderr, "lowcomm train: fault.kill: slot %d kills itself (%s) at step %lld\n", slot_, where,
                static_cast<long long>(step_));

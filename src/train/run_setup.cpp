@@ -40,6 +40,7 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, std::shared_ptr<comm::Communica
     epoch_ = e.number;
   }
   resumeOrStart();
+  if (elastic_) startElastic();
   openMetrics();
 }
 
@@ -109,7 +110,7 @@ void TrainingRun::build() {
   if (cfg_.schedule.max_steps > 0) total_ = std::min(total_, cfg_.schedule.max_steps);
   schedule_ = std::make_unique<LrSchedule>(cfg_, total_);
   optimizer_ = makeOptimizer(cfg_, model_->parameters());
-  if (world_) makeStrategy(/*broadcast_initial=*/true);
+  if (world_ && !elastic_) makeStrategy(/*broadcast_initial=*/true);  // --elastic: in startElastic()
 }
 
 void TrainingRun::makeStrategy(bool broadcast_initial) {

@@ -94,6 +94,7 @@ class TrainingRun {
   void checkElasticScope();
   void joinAsReplacement();
   void joinAndAgree(int64_t after);
+  void startElastic();
   void heal(const std::string& why);
   void useEpoch(const ElasticEpoch& e);
   void syncState();

@@ -6,6 +6,7 @@
 #   checkpoint  slot 2 dies while step 50's checkpoint is written
 #   heal        slot 1 dies before step 50, then slot 2 during the heal that follows
 #   joiner      slot 2 dies before step 50, then its replacement during its own heal
+#   setup       slot 2 dies while the first epoch builds its strategy (the others wait for it)
 # Every survivor trains on (the launcher never restarts the job), every dead slot is replaced,
 # and the job ends at the last step with every slot a member, its loss within 1e-4 of the plain
 # run's (the dead slots' batches are computed by the others meanwhile: the same data, summed in
@@ -28,7 +29,8 @@ case $PHASE in
   checkpoint) kill=2:checkpoint:50 ;;
   heal) kill=1:step:50,2:heal ;;
   joiner) kill=2:step:50,2.1:heal ;;
-  *) echo "usage: elastic_e2e.sh LOWCOMM none|collective|checkpoint|heal|joiner"; exit 2 ;;
+  setup) kill=2:setup ;;
+  *) echo "usage: elastic_e2e.sh LOWCOMM none|collective|checkpoint|heal|joiner|setup"; exit 2 ;;
 esac
 "$LOWCOMM" train "${common[@]}" --set logging.out_dir="$tmp/plain" > "$tmp/plain.log" 2>&1 \
   || { cat "$tmp/plain.log"; echo "FAIL: the run without --elastic failed"; exit 1; }
