@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <exception>
 #include <string>
+#include <future>
 
 #include "congestion.h"
 #include "eager.h"
@@ -18,6 +19,10 @@
 #include "streams_auto.h"
 
 namespace lowcomm::comm {
+
+namespace {
+std::string streamPrefix(const std::string& prefix, int j) { return prefix + "/stream" + std::to_string(j); }
+}  // namespace
 
 Communicator::Communicator(std::shared_ptr<net::Store> store, std::string prefix, int rank, int size,
                            CommOptions opts, std::shared_ptr<TrafficMeter> meter, std::unique_ptr<Link> link)
@@ -40,9 +45,28 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<net::Store> s
   checkCongestionControl(opts.congestion_control);  // before connecting: every rank fails alike, at once
   auto dev = net::makeDevice(transport);
   const std::string prefix = "lowcomm";
+  // With k fixed and this rank's site known, the further stream meshes connect at the same time
+  // as the first one (they are dropped if the ranks turn out to share one site): across a WAN
+  // that halves a communicator's set-up, which every membership epoch pays (docs/elastic.md).
+  std::future<std::vector<std::unique_ptr<Link>>> early;
+  if (opts.streams != kAutoStreams && opts.streams > 1 && opts.site >= 0) {
+    std::vector<std::string> prefixes;
+    for (int j = 1; j < opts.streams; ++j) prefixes.push_back(streamPrefix(prefix, j));
+    early = std::async(std::launch::async, [&, prefixes] {
+      return connectLinks(store, prefixes, rank, size, dev, opts.auth_token, opts.rendezvousTimeout(),
+                          opts.congestion_control);
+    });
+  }
+  std::unique_ptr<Link> first;
+  try {
+    first = connectLink(store, prefix, rank, size, dev, opts.auth_token, opts.rendezvousTimeout(), opts.congestion_control);
+  } catch (...) {
+    if (early.valid()) early.wait();  // its threads use this frame's arguments
+    throw;
+  }
   std::shared_ptr<Communicator> c(new Communicator(store, prefix, rank, size, opts, std::make_shared<TrafficMeter>(),
-                                                  connectLink(store, prefix, rank, size, dev, opts.auth_token,
-                                                              opts.rendezvousTimeout(), opts.congestion_control)));
+                                                  std::move(first)));
+  if (early.valid()) c->early_streams_ = early.get();
   c->detectLocality();
   c->meter_->reset();  // the meter starts at zero: set-up traffic is not the user's
   return c;
@@ -106,8 +130,11 @@ void Communicator::setSites(std::vector<int> sites) {
 // Every rank decides alike: the sites were allgathered, the options are the job's, and auto's
 // round trip is the largest over all ranks (streams_auto.h).
 void Communicator::connectStreams() {
-  if (!topology_.spansSites()) return;
-  int k = opts_.streams;
+  if (!topology_.spansSites()) {
+    early_streams_.clear();  // connected ahead for nothing: no pair crosses a site
+    return;
+  }
+  int k = early_streams_.empty() ? opts_.streams : static_cast<int>(early_streams_.size()) + 1;
   if (k == kAutoStreams) {
     cross_site_rtt_ = measureCrossSiteRtt(*link_, opts_.rendezvousTimeout());
     PathSample path;
@@ -119,12 +146,18 @@ void Communicator::connectStreams() {
   std::vector<bool> cross(size_);
   for (int r = 0; r < size_; ++r) cross[r] = link_->crossSite(r);
   setNotSentLowat(*link_, cross, kLaneNotSentLowat, opts_.rendezvousTimeout());
-  for (int j = 1; j < k; ++j) {
-    auto more = connectLink(store_, prefix_ + "/stream" + std::to_string(j), rank_, size_, link_->device(),
-                            opts_.auth_token, opts_.rendezvousTimeout(), opts_.congestion_control);
-    setNotSentLowat(*more, cross, kLaneNotSentLowat, opts_.rendezvousTimeout());
-    link_->addStream(more->sharedContext());
+  if (early_streams_.empty()) {
+    std::vector<std::string> prefixes;
+    for (int j = 1; j < k; ++j) prefixes.push_back(streamPrefix(prefix_, j));
+    early_streams_ = connectLinks(store_, prefixes, rank_, size_, link_->device(), opts_.auth_token,
+                                  opts_.rendezvousTimeout(), opts_.congestion_control);
   }
+  // Each link's socket options take an exchange over it (a WAN round trip): all at once too.
+  runAtOnce(early_streams_.size(), [&](size_t j) {
+    setNotSentLowat(*early_streams_[j], cross, kLaneNotSentLowat, opts_.rendezvousTimeout());
+  });
+  for (auto& more : early_streams_) link_->addStream(more->sharedContext());
+  early_streams_.clear();
 }
 
 int Communicator::streams() const { return link_->streams(); }

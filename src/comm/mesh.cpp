@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 #include <iostream>
+#include <thread>
 
 #include "lowcomm/base/error.h"
 #include "lowcomm/net/transport.h"
@@ -78,6 +79,36 @@ std::unique_ptr<Link> connectLink(const std::shared_ptr<net::Store>& store, cons
     std::cerr << "lowcomm: rank " << rank << ": connecting pairs failed (rank " << failed << ": " << why
               << "); trying again on fresh ports (" << attempt + 2 << " of " << kMeshTries << ")" << std::endl;
   }
+}
+
+void runAtOnce(size_t n, const std::function<void(size_t)>& fn) {
+  std::vector<std::exception_ptr> failed(n);
+  {
+    std::vector<std::thread> threads;
+    for (size_t j = 0; j < n; ++j)
+      threads.emplace_back([&, j] {
+        try {
+          fn(j);
+        } catch (...) {
+          failed[j] = std::current_exception();
+        }
+      });
+    for (auto& t : threads) t.join();
+  }
+  for (const auto& e : failed)
+    if (e) std::rethrow_exception(e);
+}
+
+std::vector<std::unique_ptr<Link>> connectLinks(const std::shared_ptr<net::Store>& store,
+                                                const std::vector<std::string>& prefixes, int rank, int size,
+                                                const std::shared_ptr<gloo::transport::Device>& device,
+                                                const std::string& token, std::chrono::milliseconds timeout,
+                                                const std::string& congestion) {
+  std::vector<std::unique_ptr<Link>> links(prefixes.size());
+  runAtOnce(prefixes.size(), [&](size_t j) {
+    links[j] = connectLink(net::forkOrShare(store), prefixes[j], rank, size, device, token, timeout, congestion);
+  });
+  return links;
 }
 
 }  // namespace lowcomm::comm

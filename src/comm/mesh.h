@@ -12,8 +12,10 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "link.h"
 #include "lowcomm/net/store.h"
@@ -38,5 +40,18 @@ std::unique_ptr<Link> connectLink(const std::shared_ptr<net::Store>& store, cons
                                   int size, const std::shared_ptr<gloo::transport::Device>& device,
                                   const std::string& token, std::chrono::milliseconds timeout,
                                   const std::string& congestion = {});
+
+// fn(0) .. fn(n - 1), each on a thread of its own, all at once; rethrows the first failure once
+// every thread ended.
+void runAtOnce(size_t n, const std::function<void(size_t)>& fn);
+
+// connectLink for each of `prefixes` at once, each on a thread with a store connection of its own
+// (net::forkOrShare): their round trips overlap, so k meshes across a WAN cost about one. Returns
+// the links in the order of `prefixes`, or rethrows the first failure once every thread ended.
+std::vector<std::unique_ptr<Link>> connectLinks(const std::shared_ptr<net::Store>& store,
+                                                const std::vector<std::string>& prefixes, int rank, int size,
+                                                const std::shared_ptr<gloo::transport::Device>& device,
+                                                const std::string& token, std::chrono::milliseconds timeout,
+                                                const std::string& congestion = {});
 
 }  // namespace lowcomm::comm

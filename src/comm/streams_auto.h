@@ -34,10 +34,10 @@ class Link;
 constexpr double kLanRtt = 2e-3;           // seconds
 constexpr double kDesignLoss = 0.01;       // 1 %: the lossiest WAN
 constexpr double kDesignRate = 12.5e6;     // bytes/s per pair: 100 Mbit/s
-// Each further stream is one more mesh to connect at creation, one rendezvous after the other:
-// ~1.6 s each across a 50 ms WAN (about 32 round trips of store calls and pair handshakes). 16
-// streams cost ~24 s per communicator that spans sites; 32 measured 15-20 % faster at 0.5 % loss
-// but cost ~50 s (docs/collectives.md).
+// Each further stream is one more mesh to connect at creation (~1.6 s across a 50 ms WAN, about
+// 32 round trips of store calls and pair handshakes); they connect at once, so 16 cost ~2 s more
+// than one per communicator that spans sites and 32 ~3.5 s; 32 measured 15-20 % faster at 0.5 %
+// loss (docs/collectives.md).
 constexpr int kAutoMaxStreams = 16;
 constexpr double kDefaultMss = 1448;       // bytes: Ethernet's 1500 minus IPv4, TCP and timestamps
 

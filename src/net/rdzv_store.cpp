@@ -81,7 +81,8 @@ Greeting greet(int fd, const std::string& token, Clock::time_point deadline) {
 // Connects and greets until one handshake succeeds: refused connections (rank 0 not up yet) and
 // lost handshakes are retried until `timeout`; a refusal or a foreign server ends it at once.
 RdzvClient::RdzvClient(const std::string& host, int port, const std::string& token, std::chrono::milliseconds timeout)
-    : where_(host + ":" + std::to_string(port)), prefix_("job/" + jobId(token) + "/") {
+    : host_(host), port_(port), token_(token), connect_timeout_(timeout), where_(host + ":" + std::to_string(port)),
+      prefix_("job/" + jobId(token) + "/") {
   const auto deadline = Clock::now() + timeout;
   socklen_t len = 0;
   const sockaddr_storage addr = resolve(host, port, len);
@@ -124,11 +125,27 @@ RdzvClient::~RdzvClient() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void RdzvClient::abort(const std::string& why) {
+std::shared_ptr<Store> RdzvClient::fork() {
+  checkAborted("fork");
+  auto c = std::make_shared<RdzvClient>(host_, port_, token_, connect_timeout_);
   std::lock_guard<std::mutex> lk(why_mu_);
-  if (aborted_.load()) return;
-  why_ = why;
-  aborted_.store(true);
+  if (aborted_.load()) c->abort(why_);  // aborted while it connected
+  forks_.erase(std::remove_if(forks_.begin(), forks_.end(), [](const auto& f) { return f.expired(); }), forks_.end());
+  forks_.push_back(c);
+  return c;
+}
+
+void RdzvClient::abort(const std::string& why) {
+  std::vector<std::weak_ptr<RdzvClient>> forks;
+  {
+    std::lock_guard<std::mutex> lk(why_mu_);
+    if (aborted_.load()) return;
+    why_ = why;
+    aborted_.store(true);
+    forks.swap(forks_);
+  }
+  for (auto& f : forks)
+    if (auto c = f.lock()) c->abort(why);
 }
 
 void RdzvClient::checkAborted(const std::string& what) const {

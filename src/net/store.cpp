@@ -38,6 +38,11 @@ int64_t MemoryStore::add(const std::string& key, int64_t delta) {
   return value;
 }
 
+std::shared_ptr<Store> forkOrShare(const std::shared_ptr<Store>& store) {
+  auto f = store->fork();
+  return f ? f : store;
+}
+
 Bytes toBytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
 std::string toString(const Bytes& b) { return std::string(b.begin(), b.end()); }
 

@@ -261,7 +261,8 @@ class Communicator {
   // The group size algorithm `a` runs with: the site size (topology_.siteBlock()) for the sites
   // algorithm when the ranks span sites in that layout, else options().group_size.
   int groupFor(Algo a) const;
-  void connectStreams();  // the further meshes when striping applies
+  void connectStreams();  // the further meshes when striping applies (early_streams_ if connected ahead)
+  std::vector<std::unique_ptr<Link>> early_streams_;
   void openEagerInbox();  // eager receives from the other sites' ranks at this rank's index
   std::shared_ptr<Communicator> joinRole(const std::string& prefix, int rank, int size);
   // Runs `how` (its group_size: hierarchical's groups) without choosing; "setup" calls record nothing.

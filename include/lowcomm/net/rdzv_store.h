@@ -109,10 +109,15 @@ class RdzvClient : public Store {
   bool check(const std::string& key) override;
   int64_t add(const std::string& key, int64_t delta) override;
 
+  // Another authenticated connection to the same server (same job, same timeout for its
+  // connect). It is aborted with this client: by abort() here, or at once when this one already is.
+  std::shared_ptr<Store> fork() override;
+
   // From any thread: a get() waiting for its key returns within its 100 ms slice, and every call
   // from then on throws AbortedError naming `why` (a rendezvous of a membership epoch that has
-  // moved on: docs/elastic.md). The first reason stays.
+  // moved on: docs/elastic.md). The first reason stays. Clients fork()ed from this one abort too.
   void abort(const std::string& why);
+  bool aborted() const { return aborted_.load(); }
 
  private:
   std::vector<uint8_t> call(const std::vector<uint8_t>& request, std::chrono::milliseconds reply_within,
@@ -120,6 +125,10 @@ class RdzvClient : public Store {
 
   void checkAborted(const std::string& what) const;
 
+  std::string host_;
+  int port_;
+  std::string token_;  // for fork()
+  std::chrono::milliseconds connect_timeout_;
   std::string where_;
   std::string prefix_;  // "job/<id>/"
   int fd_ = -1;
@@ -127,6 +136,7 @@ class RdzvClient : public Store {
   std::atomic<bool> aborted_{false};
   mutable std::mutex why_mu_;
   std::string why_;
+  std::vector<std::weak_ptr<RdzvClient>> forks_;  // guarded by why_mu_
 };
 
 // The id keys are namespaced with: 16 hex digits of HMAC-SHA256(token, "lowcomm-job-id").

@@ -27,7 +27,15 @@ class Store {
   virtual bool check(const std::string& key) = 0;
   // Atomically adds `delta` to the integer at `key` (0 when absent); returns the new value.
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // A store over the same keys for another thread to use at the same time as this one, so that
+  // their round trips overlap (a rendezvous client opens a connection of its own; comm/mesh
+  // connects a communicator's stream meshes at once this way). nullptr: use this one (its calls
+  // are safe from several threads, one after the other).
+  virtual std::shared_ptr<Store> fork() { return nullptr; }
 };
+
+// store->fork(), or the store itself when it has no other connection to give.
+std::shared_ptr<Store> forkOrShare(const std::shared_ptr<Store>& store);
 
 class MemoryStore : public Store {
  public:
@@ -52,6 +60,10 @@ class PrefixStore : public Store {
   }
   bool check(const std::string& key) override { return base_->check(prefix_ + key); }
   int64_t add(const std::string& key, int64_t delta) override { return base_->add(prefix_ + key, delta); }
+  std::shared_ptr<Store> fork() override {
+    auto b = base_->fork();
+    return b ? std::make_shared<PrefixStore>(std::move(b), prefix_.substr(0, prefix_.size() - 1)) : nullptr;
+  }
 
  private:
   std::shared_ptr<Store> base_;
