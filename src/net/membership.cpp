@@ -15,6 +15,8 @@ int Epoch::rankOf(int slot) const {
 namespace membership {
 
 std::string epochKey() { return "elastic/epoch"; }
+std::string chosenStreamsKey() { return "elastic/streams"; }
+std::string streamsKey(int64_t epoch) { return "elastic/streams/" + std::to_string(epoch); }
 std::string membersKey(int64_t epoch) { return "elastic/members/" + std::to_string(epoch); }
 std::string whyKey(int64_t epoch) { return "elastic/why/" + std::to_string(epoch); }
 std::string heartbeatKey(int slot) { return "elastic/hb/" + std::to_string(slot); }
@@ -60,10 +62,21 @@ std::vector<int> decodeMembers(const std::string& text, int max_slots, const std
   return out;
 }
 
-void publish(Store& store, const Epoch& e) {
+namespace {
+int decodeStreams(const std::string& text, const std::string& key) {
+  const int64_t v = parseIndex(text, 1025);
+  if (v < 1) throw DataError("membership: store key '" + key + "' holds '" + text.substr(0, 200) + "', not a number of streams");
+  return static_cast<int>(v);
+}
+}  // namespace
+
+void publish(Store& store, Epoch e) {
   LC_ENFORCE(e.number > 0, "membership epochs are numbered from 1");
+  if (store.check(chosenStreamsKey()))
+    e.streams = decodeStreams(toString(store.get(chosenStreamsKey(), std::chrono::seconds(10))), chosenStreamsKey());
   store.set(membersKey(e.number), toBytes(encodeMembers(e.members)));
   store.set(whyKey(e.number), toBytes(e.why));
+  if (e.streams > 0) store.set(streamsKey(e.number), toBytes(std::to_string(e.streams)));
   store.set(epochKey(), toBytes(std::to_string(e.number)));
 }
 
@@ -80,6 +93,7 @@ Epoch readEpoch(Store& store, int64_t number, int max_slots, std::chrono::millis
   e.number = number;
   e.members = decodeMembers(toString(store.get(membersKey(number), timeout)), max_slots, membersKey(number));
   e.why = toString(store.get(whyKey(number), timeout));
+  if (store.check(streamsKey(number))) e.streams = decodeStreams(toString(store.get(streamsKey(number), timeout)), streamsKey(number));
   return e;
 }
 

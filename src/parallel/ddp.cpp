@@ -2,7 +2,10 @@
 
 #include <torch/csrc/autograd/function_hook.h>
 
+#include <optional>
+
 #include "comm_thread.h"
+#include "phase_scope.h"
 #include "lowcomm/base/error.h"
 
 namespace lowcomm::parallel {
@@ -45,7 +48,7 @@ DataParallel::DataParallel(std::shared_ptr<comm::Communicator> world, std::share
   if (opts_.broadcast_initial) broadcastModel(*world, *model_);
   else checkModel(*world, *model_);
   comm_ = opts_.split_comm ? world->split(0, world->rank()) : world;
-  comm_->setPhase(opts_.phase);
+  if (opts_.split_comm || !opts_.label_own_calls) comm_->setPhase(opts_.phase);
   auto local = [&](const std::string& name) {
     for (const auto& suffix : opts_.local_suffixes)
       if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
@@ -169,7 +172,11 @@ void DataParallel::launchReady(bool force) {
     const auto ready = Trace::Clock::now();
     thread_->submit([this, &bucket, ready] {
       const auto t0 = Trace::Clock::now();
-      hook_->run(*comm_, bucket);
+      {
+        std::optional<PhaseScope> label;
+        if (!opts_.split_comm && opts_.label_own_calls) label.emplace(*comm_, opts_.phase);
+        hook_->run(*comm_, bucket);
+      }
       if (opts_.release_grads) bucket.flat = torch::Tensor();
       const auto t1 = Trace::Clock::now();
       {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <random>
 #include <thread>
 
@@ -95,6 +96,25 @@ Worker initWorker(const WorkerOptions& opts) {
   return w;
 }
 
+namespace {
+// The epoch's communicator, or AbortedError as soon as the monitor aborts the epoch's store.
+// A Gloo pair waiting for a peer that has moved on to the next epoch is not woken by the store's
+// abort (it waits up to net::kPairConnectTime, 30 s); the connection then goes on, abandoned, on
+// a thread of its own that owns everything it uses, and ends within that time.
+std::shared_ptr<comm::Communicator> connectEpoch(std::shared_ptr<net::Store> store, net::RdzvClient& client, int rank,
+                                                 int size, comm::CommOptions co, net::TransportOptions transport) {
+  auto task = std::make_shared<std::packaged_task<std::shared_ptr<comm::Communicator>()>>(
+      [store = std::move(store), rank, size, co = std::move(co), transport = std::move(transport)] {
+        return comm::Communicator::create(store, rank, size, co, transport);
+      });
+  auto done = task->get_future();
+  std::thread([task] { (*task)(); }).detach();
+  while (done.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready)
+    if (client.aborted()) client.check("elastic/epoch");  // throws the abort's AbortedError
+  return done.get();
+}
+}  // namespace
+
 void joinNextEpoch(Worker& w, int64_t after, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   w.comm.reset();
@@ -105,9 +125,17 @@ void joinNextEpoch(Worker& w, int64_t after, std::chrono::milliseconds timeout) 
     w.membership->watch(e.number, nullptr, client);
     try {
       auto store = std::make_shared<net::PrefixStore>(client, net::membership::commPrefix(e.number));
-      auto comm = comm::Communicator::create(store, e.rankOf(w.membership->env().slot), static_cast<int>(e.members.size()),
-                                             w.comm_options, w.transport);
+      comm::CommOptions co = w.comm_options;
+      if (co.streams == comm::kAutoStreams && e.streams > 0) co.streams = e.streams;
+      auto comm = connectEpoch(store, *client, e.rankOf(w.membership->env().slot), static_cast<int>(e.members.size()),
+                               co, w.transport);
       w.membership->watch(e.number, comm, client);
+      // The k that `auto` chose from this epoch's round trip stays the job's: the launcher hands
+      // it to every later epoch, whose members then connect their stream meshes alongside the
+      // first one (communicator.cpp) instead of after measuring again.
+      if (w.comm_options.streams == comm::kAutoStreams && e.streams == 0 && comm->streams() > 1 &&
+          !client->check(net::membership::chosenStreamsKey()))
+        client->set(net::membership::chosenStreamsKey(), net::toBytes(std::to_string(comm->streams())));
       w.comm = std::move(comm);
       w.epoch_store = std::move(client);
       w.epoch = e;

@@ -120,6 +120,11 @@ void TrainingRun::makeStrategy(bool broadcast_initial) {
   ctx.ddp.bucket_bytes = static_cast<size_t>(cfg_.strategy.bucket_mb * 1024 * 1024);
   ctx.ddp.overlap = cfg_.strategy.overlap;
   ctx.ddp.broadcast_initial = broadcast_initial;
+  // --elastic rebuilds the strategy at every membership epoch: DDP then communicates on the
+  // epoch's world itself (the trainer uses it only between steps) instead of connecting a split
+  // of it, which costs seconds across a WAN.
+  ctx.ddp.split_comm = !elastic_;
+  ctx.ddp.label_own_calls = elastic_ != nullptr;
   ctx.hooks = [this]() -> std::shared_ptr<parallel::BucketHook> {
     if (cfg_.compress.codec == "none") return nullptr;
     if (next_compressor_ < compressors_.size()) return std::make_shared<parallel::CompressHook>(compressors_[next_compressor_++]);

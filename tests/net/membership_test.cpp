@@ -83,3 +83,49 @@ TEST(RdzvClientAbort, EndsAWaitingGetFromAnotherThread) {
   killer.join();
   EXPECT_THROW(client.set("k", toBytes("v")), AbortedError);  // and every later call
 }
+
+// A fork is another connection to the same keys; aborting the client aborts its forks too, also
+// one waiting in a get on another thread (a stream mesh connecting while the epoch moves on).
+TEST(RdzvClientAbort, ReachesTheClientsForks) {
+  const std::string token = "0123456789abcdef-test-token";
+  RdzvServer server("127.0.0.1", 0, token);
+  auto client = std::make_shared<RdzvClient>("127.0.0.1", server.port(), token, 5s);
+  auto prefixed = std::make_shared<PrefixStore>(client, "elastic/e4");
+  const auto fork = prefixed->fork();
+  ASSERT_NE(fork, nullptr);
+  fork->set("k", toBytes("from the fork"));
+  EXPECT_EQ(toString(client->get("elastic/e4/k", 1s)), "from the fork");
+  std::thread killer([&] {
+    std::this_thread::sleep_for(200ms);
+    client->abort("membership epoch 5: slot 2 left");
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(fork->get("never-set", 30s), AbortedError);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  killer.join();
+  EXPECT_THROW(prefixed->fork(), AbortedError);  // an aborted client forks no more
+  auto shared = std::make_shared<MemoryStore>();  // a store without connections shares itself
+  EXPECT_EQ(forkOrShare(shared), shared);
+}
+
+// The streams `auto` chose in the job's first epoch travel with every later epoch, so that all
+// its members connect alike; before any member chose, an epoch carries none.
+TEST(Membership, AnEpochCarriesTheStreamsTheJobChose) {
+  MemoryStore store;
+  Epoch e;
+  e.number = 1;
+  e.members = {0, 1, 2, 3};
+  membership::publish(store, e);
+  EXPECT_EQ(membership::readEpoch(store, 1, 4, 1s).streams, 0);
+  store.set(membership::chosenStreamsKey(), toBytes("16"));
+  e.number = 2;
+  membership::publish(store, e);
+  EXPECT_EQ(membership::readEpoch(store, 2, 4, 1s).streams, 16);
+  for (const std::string bad : {"", "0", "x", "-2", "99999"}) {
+    store.set(membership::chosenStreamsKey(), toBytes(bad));
+    e.number = 3;
+    EXPECT_THROW(membership::publish(store, e), DataError) << "'" << bad << "'";
+    store.set(membership::streamsKey(2), toBytes(bad));
+    EXPECT_THROW(membership::readEpoch(store, 2, 4, 1s), DataError) << "'" << bad << "'";
+  }
+}

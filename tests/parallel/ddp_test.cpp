@@ -340,3 +340,37 @@ TEST(Ddp, ADestroyedDataParallelLeavesNoHookBehind) {
   loss.backward();
   b.finish();  // only b's hooks ran
 }
+
+// DDP on the caller's communicator (no split, as the trainer under --elastic builds it): the
+// gradient traffic is labelled "grad", the caller's own traffic keeps the caller's label.
+TEST(Ddp, OnTheCallersCommunicatorLabelsOnlyItsOwnCalls) {
+  const int n = 2, per = 4;
+  const Data d = globalBatch(n * per);
+  const auto want = reference(d, 1);
+  auto comms = test::makeComms(n);
+  std::vector<std::vector<torch::Tensor>> got(n);
+  std::vector<std::shared_ptr<torch::nn::Module>> models{mlp(0), mlp(0)};
+  test::onRanks(n, [&](int r) {
+    auto m = models[r];
+    DdpOptions o;
+    o.split_comm = false;
+    o.label_own_calls = true;
+    DataParallel ddp(comms[r], m, o);
+    EXPECT_EQ(comms[r]->phase(), "");
+    torch::nn::functional::cross_entropy(forward(*m, d.x.narrow(0, r * per, per)), d.y.narrow(0, r * per, per)).backward();
+    ddp.finish();
+    EXPECT_EQ(comms[r]->phase(), "");
+    float x = 1.f;
+    comms[r]->allreduce(&x, 1, comm::DType::f32, comm::ReduceOp::sum);  // the caller's, between steps
+    sgd(*m, 0.1);
+    got[r] = m->parameters();
+  });
+  for (int r = 0; r < n; ++r) {
+    expectClose(got[r], want, "rank " + std::to_string(r));
+    const auto snap = comms[r]->meter().snapshot();
+    ASSERT_TRUE(snap.by_phase.count("grad"));
+    EXPECT_GT(snap.by_phase.at("grad").bytes_sent, 0u);
+    ASSERT_TRUE(snap.by_phase.count(""));
+    EXPECT_GT(snap.by_phase.at("").bytes_sent, 0u);
+  }
+}

@@ -42,6 +42,10 @@ struct DdpOptions {
   // false: communicate on `world` itself instead of a split of it (the caller then must not use
   // `world` while this object lives; saves a rendezvous when DDP is rebuilt often).
   bool split_comm = true;
+  // With split_comm = false: label only this object's own collectives with `phase`, so the
+  // caller's use of `world` between steps keeps its label (the trainer under --elastic, which
+  // rebuilds DDP at every membership epoch and so saves a rendezvous across the WAN each time).
+  bool label_own_calls = false;
   // Trainable parameters whose names end with one of these stay local: their gradients are
   // neither bucketed nor averaged (AB-training's `individual` setup trains its factor alone).
   std::vector<std::string> local_suffixes;
