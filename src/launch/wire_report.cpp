@@ -1,6 +1,7 @@
 #include "wire_report.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -95,6 +96,10 @@ void reportWire(const LaunchOptions& opts, const Cluster& cluster, const std::ve
     j << ",\n \"inter_site_tx_bytes\": " << inter_site << ",\n \"wan_cpu_s\": " << wan_cpu_s
       << ",\n \"sites\": " << sitesJson(cluster, delta, wan);
   j << "\n}\n";
+  // The run directory holds it even when the workers failed before they made it.
+  const auto dir = std::filesystem::path(opts.wire_json).parent_path();
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);  // a failure shows in the write's error
   writeFileAtomically(opts.wire_json, j.str());
 }
 
