@@ -16,7 +16,9 @@ namespace lowcomm::launch {
 namespace {
 
 // Short enough not to matter next to a run, long enough for a peer's port or a busy
-// filesystem to come back: 1 s, doubling, at most 30 s.
+// filesystem to come back: 1 s, doubling, at most 30 s. An attempt that ran at least
+// kMaxBackoff before it failed was not a crash loop: the next backoff is 1 s again (else a job
+// losing a machine every minute would wait 30 s at each restart from the sixth on).
 constexpr std::chrono::seconds kFirstBackoff{1};
 constexpr std::chrono::seconds kMaxBackoff{30};
 
@@ -29,7 +31,9 @@ int launchWithRestarts(const LaunchOptions& opts, int max_restarts, std::ostream
   for (int attempt = 0;; ++attempt) {
     o.extra_env["LOWCOMM_RESTART_COUNT"] = std::to_string(attempt);
     LaunchReport report;
+    const auto started = std::chrono::steady_clock::now();
     const int rc = launch(o, log, &report);
+    if (std::chrono::steady_clock::now() - started >= kMaxBackoff) backoff = kFirstBackoff;
     if (rc == 0 || report.interrupted || max_restarts == 0) return rc;
     const std::string because = "rank " + std::to_string(report.failed_rank) + " " + report.cause;
     if (attempt == max_restarts) {
